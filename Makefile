@@ -1,0 +1,34 @@
+# make demo: set up, bring up a 2-node simulated cluster, run the JAX and
+#            Megatron seed configs through the real playbooks, tear down.
+# make test: set up, lint, build the collection, run unit and integration tests.
+SHELL := /bin/bash
+VENV := .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: setup test unit integration lint build demo clean
+
+setup:
+	scripts/setup.sh
+
+test: setup lint build unit integration
+
+unit:
+	pytest -q tests/unit
+
+integration:
+	pytest -q tests/integration
+
+lint:
+	ansible-lint --offline -q roles playbooks
+
+build:
+	rm -f clusterval-training-*.tar.gz
+	ansible-galaxy collection build --force --output-path $(CURDIR) .
+
+demo: setup
+	scripts/demo.sh
+
+clean:
+	-scripts/simcluster down
+	rm -rf runs clusterval-training-*.tar.gz

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need on a fresh Debian machine:
+# system packages (Docker engine, sshd, iproute2, busybox, Chromium) and the
+# Python virtual environment in .venv. Idempotent; safe to run every time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(docker.io openssh-server openssh-client iproute2 busybox-static
+              iptables procps psmisc rsync chromium fonts-dejavu-core)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: need root to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha
+want=$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)
+if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,9 @@
+"""Makes the collection importable as ansible_collections.clusterval.training."""
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(REPO, ".collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
+os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
