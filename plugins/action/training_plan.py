@@ -1,0 +1,98 @@
+"""Action plugin clusterval.training.training_plan: config file -> per-host plan, on the controller."""
+from __future__ import annotations
+
+import getpass
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+
+ARGUMENT_SPEC = {
+    "config": {"type": "path", "required": True},
+    "hosts": {"type": "list", "elements": "str"},
+    "model": {"type": "str"},
+    "gpu_arch": {"type": "str"},
+    "mode": {"type": "str", "choices": ["single_node", "multi_node"]},
+    "framework": {"type": "str", "choices": ["maxtext", "megatron"]},
+    "overrides": {"type": "dict", "default": {}},
+    "iterations": {"type": "int"},
+    "run_id": {"type": "str"},
+    "remote_user": {"type": "str"},
+    "warmup_steps": {"type": "int"},
+    "gpus_per_node": {"type": "int", "default": 8},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
+        if validation.error_messages:
+            raise AnsibleActionFail("training_plan: " + "; ".join(validation.error_messages))
+        args = validation.validated_parameters
+        hosts = self._hosts(args, task_vars)
+        config_path = self._config_path(args["config"])
+        options = PlanOptions(
+            config_path=config_path, model=args["model"], gpu_arch=args["gpu_arch"], mode=args["mode"],
+            framework=args["framework"], overrides=args["overrides"], iterations=args["iterations"],
+            run_id=args["run_id"], remote_user=args["remote_user"] or self._remote_user(hosts, task_vars),
+            warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"])
+        try:
+            plan = plan_run(load_config_file(config_path), hosts, options)
+        except ConfigError as exc:
+            prefix = "" if exc.path == config_path else "training config %s: " % config_path
+            result.update(failed=True, msg=prefix + exc.message,
+                          problems=[problem._asdict() for problem in exc.problems])
+            return result
+        for warning in plan["warnings"]:
+            self._display.warning(warning)
+        result.update(changed=False, plan=plan, ansible_facts={"training_plan": plan},
+                      msg="planned %s on %d host(s) in %d job(s)" % (plan["framework"], len(plan["nodes"]),
+                                                                     len(plan["jobs"])))
+        return result
+
+    def _config_path(self, path):
+        if os.path.isabs(path):
+            return path
+        candidates = []
+        basedir = self._loader.get_basedir() if self._loader else None
+        if basedir:
+            candidates.append(os.path.join(basedir, path))
+        candidates.append(os.path.abspath(path))
+        for candidate in candidates:
+            if os.path.isfile(candidate):
+                return os.path.abspath(candidate)
+        return os.path.abspath(path)
+
+    def _hosts(self, args, task_vars):
+        names = args["hosts"]
+        if names is None:
+            names = task_vars.get("ansible_play_hosts_all") or task_vars.get("ansible_play_batch") or []
+        hostvars = task_vars.get("hostvars", {})
+        hosts = []
+        for name in names:
+            known = hostvars.get(name) if name in hostvars else None
+            address = known.get("ansible_host", name) if known is not None else name
+            hosts.append(Host(str(name), str(address)))
+        return hosts
+
+    def _remote_user(self, hosts, task_vars):
+        hostvars = task_vars.get("hostvars", {})
+        if hosts and hosts[0].name in hostvars:
+            first = hostvars[hosts[0].name]
+            for key in ("ansible_user", "ansible_ssh_user", "ansible_remote_user"):
+                value = first.get(key)
+                if isinstance(value, str) and value and "{{" not in value:
+                    return value
+        remote_user = getattr(self._play_context, "remote_user", None)
+        return remote_user or getpass.getuser()

@@ -1,0 +1,246 @@
+"""Training config engine: load, validate, coerce, `{user-id}`, `<changeme>`, overrides, selection.
+
+The seed format is described in docs/config.md. Everything here is pure Python and raises
+`ConfigError` naming the JSON path of the offending value.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils._errors import (
+    ConfigError,
+    Problem,
+    join_path,
+    show,
+)
+
+CHANGEME = "<changeme>"
+USER_ID = "{user-id}"
+MODES = ("single_node", "multi_node")
+
+_TRUE = frozenset(("true", "yes", "on", "1"))
+_FALSE = frozenset(("false", "no", "off", "0"))
+_INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
+_FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)?$")
+
+
+def load_config_text(text: str, source: str = "config") -> Dict[str, Any]:
+    """Parses a training JSON; invalid JSON is reported with its line and column."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(source, "valid JSON",
+                          "%s at line %d column %d" % (exc.msg, exc.lineno, exc.colno)) from None
+    validate_sections(data)
+    return data
+
+
+def load_config_file(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ConfigError(path, "a readable training config file", exc.strerror or str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, "UTF-8 text", "undecodable byte at offset %d" % exc.start) from None
+    return load_config_text(text, source=path)
+
+
+def validate_sections(data: Any) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError("(top level)", "a JSON object with config and model_params", type_name(data))
+    problems = [Problem(name, "an object", "missing" if name not in data else type_name(data[name]))
+                for name in ("config", "model_params") if not isinstance(data.get(name), dict)]
+    if problems:
+        raise ConfigError.many(problems)
+
+
+def type_name(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "an integer", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def is_documentation_key(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("_")
+
+
+def without_documentation(value: Any) -> Any:
+    """Drops every `_`-prefixed key (examples and comments), recursively."""
+    if isinstance(value, dict):
+        return {key: without_documentation(item) for key, item in value.items()
+                if not is_documentation_key(key)}
+    if isinstance(value, list):
+        return [without_documentation(item) for item in value]
+    return value
+
+
+def resolve_user(value: Any, user: str) -> Any:
+    """Replaces `{user-id}` in keys and string values with the remote user."""
+    if isinstance(value, dict):
+        return {resolve_user(key, user): resolve_user(item, user) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_user(item, user) for item in value]
+    if isinstance(value, str) and USER_ID in value:
+        return value.replace(USER_ID, user)
+    return value
+
+
+def is_unset(value: Any) -> bool:
+    return isinstance(value, str) and CHANGEME in value
+
+
+def find_changeme(value: Any, path: str) -> List[str]:
+    """Paths of every value containing `<changeme>`, documentation keys excluded."""
+    return [found for found, item in walk(value, path) if is_unset(item)]
+
+
+def walk(value: Any, path: str) -> Iterator[Tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not is_documentation_key(key):
+                yield from walk(item, join_path(path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from walk(item, join_path(path, index))
+    else:
+        yield path, value
+
+
+def deep_merge(base: Any, overrides: Any, path: str = "overrides") -> Any:
+    """Merges overrides over base; a `null` override removes the key."""
+    if overrides is None:
+        return copy.deepcopy(base)
+    if not isinstance(overrides, dict):
+        raise ConfigError(path, "an object", type_name(overrides))
+    merged = copy.deepcopy(base) if isinstance(base, dict) else {}
+    for key, value in overrides.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value, join_path(path, key))
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+# -- explicit coercion --------------------------------------------------------------------------
+
+def to_bool(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise ConfigError(path, "a boolean (true/false)", show(value))
+
+
+def to_int(value: Any, path: str, minimum: Optional[int] = None) -> int:
+    number: Optional[int] = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _INT.match(value.strip()):
+        number = int(value.strip())
+    if number is None:
+        raise ConfigError(path, "an integer", show(value))
+    if minimum is not None and number < minimum:
+        raise ConfigError(path, "an integer >= %d" % minimum, show(value))
+    return number
+
+
+def to_float(value: Any, path: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text and _FLOAT.match(text) and any(ch.isdigit() for ch in text):
+            return float(text)
+    raise ConfigError(path, "a number", show(value))
+
+
+def to_str(value: Any, path: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ConfigError(path, "a string", show(value))
+
+
+def require(mapping: Mapping[str, Any], key: str, path: str) -> Any:
+    if key not in mapping or mapping[key] is None:
+        raise ConfigError(join_path(path, key), "a value", "missing")
+    return mapping[key]
+
+
+def require_dict(mapping: Mapping[str, Any], key: str, path: str, default: Any = None) -> Dict[str, Any]:
+    value = mapping.get(key, default)
+    if not isinstance(value, dict):
+        raise ConfigError(join_path(path, key), "an object", "missing" if value is None else type_name(value))
+    return value
+
+
+# -- model and GPU arch selection ----------------------------------------------------------------
+
+class Selection(NamedTuple):
+    mode: str
+    model: str
+    gpu_arch: str
+    params: Dict[str, Any]
+    path: str
+
+
+def select_model_params(config: Mapping[str, Any], model: Optional[str] = None,
+                        gpu_arch: Optional[str] = None, mode: Optional[str] = None,
+                        nhosts: int = 1) -> Selection:
+    """Picks model_params[mode][model][gpu_arch], defaulting to the only choice present."""
+    model_params = config["model_params"]
+    mode = _select_mode(model_params, mode, nhosts)
+    mode_path = join_path("model_params", mode)
+    models = require_dict(model_params, mode, "model_params")
+    model = _select_key(models, model, mode_path, "model", "training_model")
+    model_path = join_path(mode_path, model)
+    archs = require_dict(models, model, mode_path)
+    gpu_arch = _select_key(archs, gpu_arch, model_path, "GPU arch", "training_gpu_arch")
+    params_path = join_path(model_path, gpu_arch)
+    params = require_dict(archs, gpu_arch, model_path)
+    return Selection(mode, model, gpu_arch, params, params_path)
+
+
+def _select_mode(model_params: Mapping[str, Any], mode: Optional[str], nhosts: int) -> str:
+    present = [name for name in MODES if isinstance(model_params.get(name), dict)]
+    if mode is not None:
+        if mode not in present:
+            raise ConfigError(join_path("model_params", mode), "one of %s" % (", ".join(present) or "single_node, multi_node"),
+                              "missing")
+        return mode
+    if not present:
+        raise ConfigError("model_params", "an object with single_node or multi_node",
+                          ", ".join(sorted(model_params)) or "an empty object")
+    if len(present) == 1:
+        return present[0]
+    return "multi_node" if nhosts > 1 else "single_node"
+
+
+def _select_key(choices: Mapping[str, Any], wanted: Optional[str], path: str, what: str, option: str) -> str:
+    available = sorted(key for key in choices if not is_documentation_key(key))
+    if wanted is not None:
+        if wanted not in available:
+            raise ConfigError(join_path(path, wanted), "a %s present in the config (%s)" % (what, ", ".join(available)),
+                              "no such key")
+        return wanted
+    if len(available) == 1:
+        return available[0]
+    if not available:
+        raise ConfigError(path, "at least one %s" % what, "an empty object")
+    raise ConfigError(path, "a %s chosen with %s (available: %s)" % (what, option, ", ".join(available)),
+                      "%d choices and none selected" % len(available))

@@ -1,0 +1,207 @@
+"""MaxText (JAX): typed YAML config, model checks, parallelism checks and the launch line."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+
+WORKDIR = "/workspace/maxtext"
+TRAIN_SCRIPTS = (
+    "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
+    "/workspace/maxtext/src/MaxText/train.py",
+    "/workspace/maxtext/MaxText/train.py",
+)
+# Seed model_params keys that MaxText does not know; they must never reach it.
+NON_MAXTEXT_KEYS = frozenset((
+    "tokenizer_model", "model_size", "xla_flags", "micro_batch_size", "precision", "sequence_length",
+    "tensor_parallelism", "pipeline_parallelism", "recompute", "fsdp", "result_dict", "batch_size",
+))
+# Dimensions of MaxText's own model files, used to tell which model a config really trains.
+MODEL_DIMENSIONS: Dict[str, Dict[str, int]] = {
+    "llama3.1-8b": {"base_emb_dim": 4096, "base_num_decoder_layers": 32},
+    "llama3.1-70b": {"base_emb_dim": 8192, "base_num_decoder_layers": 80},
+    "llama3.1-405b": {"base_emb_dim": 16384, "base_num_decoder_layers": 126},
+}
+_INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
+_FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9]+|[0-9][0-9_]*)(?:[eE][+-]?[0-9]+)?$")
+_YAML_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ICI = re.compile(r"^ici_[a-z_]+_parallelism$")
+_DCN = re.compile(r"^dcn_[a-z_]+_parallelism$")
+
+
+class ModelCheck(NamedTuple):
+    model_name: Optional[str]
+    trains: str
+    warnings: List[str]
+
+
+def typed(value: Any, path: str) -> Any:
+    """The value MaxText expects: booleans and numbers typed, strings kept, lists element-wise."""
+    if isinstance(value, list):
+        return [typed(item, join_path(path, index)) for index, item in enumerate(value)]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(path, "a string, number, boolean or list", show(value))
+    text = value.strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    return value
+
+
+def maxtext_params(params: Mapping[str, Any], path: str) -> Dict[str, Any]:
+    return {key: typed(value, join_path(path, key)) for key, value in params.items()
+            if key not in NON_MAXTEXT_KEYS}
+
+
+def check_model(model: str, params: Mapping[str, Any], path: str) -> ModelCheck:
+    """Compares the model key with the dimensions given beside it; decides on `model_name`."""
+    chosen = params.get("model_name")
+    actual = _model_with_dimensions(params)
+    if chosen is not None:
+        return _check_chosen_model(str(chosen), actual, params, path)
+    if model not in MODEL_DIMENSIONS:
+        return ModelCheck(None, actual or model, [])
+    if actual is None or actual == model:
+        given = any(key in params for key in MODEL_DIMENSIONS[model])
+        return ModelCheck(None if given and actual is None else model, model, [])
+    dims = ", ".join("%s=%s" % (key, params[key]) for key in MODEL_DIMENSIONS[actual] if key in params)
+    warning = ("%s: the model key %s carries the dimensions of %s (%s): this run trains %s, not %s. "
+               "To train %s instead, add model_name: %s to this section through overrides (MaxText then "
+               "loads its own model file and ignores the base_* values)."
+               % (path, model, actual, dims, actual, model, model, model))
+    return ModelCheck(None, actual, [warning])
+
+
+def _check_chosen_model(chosen: str, actual: Optional[str], params: Mapping[str, Any], path: str) -> ModelCheck:
+    warnings = []
+    if actual is not None and actual != chosen:
+        warnings.append("%s: model_name %s replaces the base_* dimensions given beside it (those of %s); "
+                        "this run trains %s." % (join_path(path, "model_name"), chosen, actual, chosen))
+    return ModelCheck(chosen, chosen, warnings)
+
+
+def _model_with_dimensions(params: Mapping[str, Any]) -> Optional[str]:
+    given = {key: params[key] for key in ("base_emb_dim", "base_num_decoder_layers") if key in params}
+    if not given:
+        return None
+    for name, dims in MODEL_DIMENSIONS.items():
+        if all(str(given[key]).strip() == str(dims[key]) for key in given):
+            return name
+    return None
+
+
+def check_parallelism(params: Mapping[str, Any], gpus_per_node: int, nnodes: int, path: str) -> None:
+    _check_axes(params, _ICI, gpus_per_node, path, "GPUs per node")
+    _check_axes(params, _DCN, nnodes, path, "nodes in the job")
+
+
+def _check_axes(params: Mapping[str, Any], pattern: "re.Pattern[str]", total: int, path: str, what: str) -> None:
+    axes = {key: value for key, value in params.items() if pattern.match(key)}
+    if not axes:
+        return
+    sizes = {}
+    for key, value in axes.items():
+        size = typed(value, join_path(path, key))
+        if not isinstance(size, int) or isinstance(size, bool) or size == 0 or size < -1:
+            raise ConfigError(join_path(path, key), "a positive integer or -1", show(value))
+        sizes[key] = size
+    rest = [key for key, size in sizes.items() if size == -1]
+    fixed = math.prod(size for size in sizes.values() if size != -1)
+    shown = " x ".join("%s=%d" % item for item in sizes.items())
+    if len(rest) > 1:
+        raise ConfigError(join_path(path, rest[1]), "at most one -1 among %s" % ", ".join(sizes), shown)
+    fits = total % fixed == 0 if rest else fixed == total
+    if not fits:
+        raise ConfigError(path, "a product of %s equal to the %d %s" % (", ".join(sizes), total, what), shown)
+
+
+# -- YAML rendering (no YAML library on the nodes; flat keys, flow lists, quoted strings) --------
+
+def yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _yaml_float(value)
+    if value is None:
+        return "null"
+    return json.dumps(str(value))
+
+
+def _yaml_float(value: float) -> str:
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return "%se%s" % (mantissa, exponent)
+
+
+def render_yaml(values: Mapping[str, Any]) -> str:
+    lines = []
+    for key, value in values.items():
+        if not _YAML_KEY.match(key):
+            raise ConfigError(key, "a MaxText key (letters, digits, _)", show(key))
+        if isinstance(value, (list, tuple)):
+            rendered = "[%s]" % ", ".join(yaml_scalar(item) for item in value)
+        elif isinstance(value, dict):
+            raise ConfigError(key, "a scalar or a list for MaxText", "an object")
+        else:
+            rendered = yaml_scalar(value)
+        lines.append("%s: %s" % (key, rendered))
+    return "\n".join(lines) + "\n"
+
+
+def build_yaml(run_name: str, steps: int, enable_checkpointing: bool, model_name: Optional[str],
+               params: Mapping[str, Any]) -> str:
+    head: Dict[str, Any] = {"base_config": "base.yml", "run_name": run_name, "steps": steps}
+    if model_name:
+        head["model_name"] = model_name
+    head["enable_checkpointing"] = enable_checkpointing
+    body = {key: value for key, value in params.items() if key not in head}
+    body.setdefault("hardware", "gpu")
+    return render_yaml({**head, **body})
+
+
+# -- launch ---------------------------------------------------------------------------------------
+
+def command_args(yaml_path: str, output_dir: str) -> List[str]:
+    return [yaml_path, "base_output_directory=%s" % output_dir]
+
+
+def run_lines(yaml_path: str, output_dir: str, log_path: str,
+              candidates: Sequence[str] = TRAIN_SCRIPTS) -> Tuple[List[str], str]:
+    """Shell lines that pick the first existing train script and run it; and the display command."""
+    args = " ".join(shlex.quote(arg) for arg in command_args(yaml_path, output_dir))
+    quoted = " ".join(shlex.quote(candidate) for candidate in candidates)
+    lines = [
+        "train_script=",
+        "for candidate in %s; do" % quoted,
+        '  if [ -f "$candidate" ]; then train_script=$candidate; break; fi',
+        "done",
+        'if [ -z "$train_script" ]; then',
+        "  echo 'clusterval: no MaxText train script in this image (looked for: %s)' >>%s"
+        % (" ".join(candidates), shlex.quote(log_path)),
+        "  finish 127",
+        "fi",
+        'python3 "$train_script" %s >>%s 2>&1' % (args, shlex.quote(log_path)),
+    ]
+    display = "python3 %s %s" % (shlex.quote(candidates[0]), args)
+    return lines, display

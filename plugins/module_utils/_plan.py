@@ -1,0 +1,649 @@
+"""The per-host plan: from a training config and an ordered list of hosts, everything each node needs.
+
+The plan's shape is fixed in docs/architecture.md ("The plan").
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron
+from ansible_collections.clusterval.training.plugins.module_utils._config import (
+    CHANGEME,
+    Selection,
+    deep_merge,
+    find_changeme,
+    is_documentation_key,
+    is_unset,
+    resolve_user,
+    select_model_params,
+    to_bool,
+    to_float,
+    to_int,
+    to_str,
+    type_name,
+    validate_sections,
+    walk,
+    without_documentation,
+)
+from ansible_collections.clusterval.training.plugins.module_utils._errors import (
+    ConfigError,
+    Problem,
+    join_path,
+    show,
+)
+from ansible_collections.clusterval.training.plugins.module_utils._xla import render_xla_flags
+
+MAXTEXT = "maxtext"
+MEGATRON = "megatron"
+FRAMEWORKS = (MAXTEXT, MEGATRON)
+SIMULATOR_REPOSITORY = "clusterval/simulator"
+DEFAULT_JAX_PORT = 1234
+DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_WARMUP = {MAXTEXT: 3, MEGATRON: 2}
+STEPS_KEY = {MAXTEXT: "training_steps", MEGATRON: "training_iterations"}
+COORDINATOR_KEY = {MAXTEXT: "coordinator_ip", MEGATRON: "master_address"}
+DEFAULT_LD_LIBRARY_PATH = "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu"
+SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
+LOWER_IS_BETTER = ("elapsed_time", "time_per", "mem", "latency", "seconds")
+
+CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SHM_SIZE = re.compile(r"^[0-9]+(?:\.[0-9]+)?[bkmgtpBKMGTP]?(?:[iI]?[bB])?$")
+DEVICE_PERMISSIONS = re.compile(r"^[rwm]{1,3}$")
+ENV_LIKE_KEY = re.compile(
+    r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|gloo_socket_ifname$|gpu_max_hw_queues$|"
+    r"xla_python_client_mem_fraction$|cuda_device_max_connections$)"
+)
+# Values the planner derives from the hosts, so `<changeme>` there is not an error.
+DERIVED_PATHS = frozenset((
+    "config.nnodes",
+    "config.coordinator_ip",
+    "config.master_address",
+    "config.container_config.env_dict.JAX_COORDINATOR_IP",
+    "config.container_config.env_dict.NNODES",
+))
+HINTS = {
+    "config.nccl_ib_hca": "the RDMA devices for NCCL_IB_HCA (set nccl_ib_hca or nccl_ib_hca_list)",
+    "config.nccl_ib_hca_list": "the RDMA devices for NCCL_IB_HCA (set nccl_ib_hca_list or nccl_ib_hca)",
+    "config.nccl_socket_ifname": "the network interface NCCL bootstraps over",
+    "config.gloo_socket_ifname": "the network interface Gloo uses",
+    "config.nccl_ib_gid_index": "the RoCE GID index of the RDMA devices",
+    "config.training_iterations": "an iteration count (overrides, the action's iterations or -e training_iterations)",
+    "config.training_steps": "a step count (overrides, the action's iterations or -e training_iterations)",
+}
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+
+
+@dataclass
+class PlanOptions:
+    config_path: str = ""
+    model: Optional[str] = None
+    gpu_arch: Optional[str] = None
+    mode: Optional[str] = None
+    framework: Optional[str] = None
+    overrides: Optional[Dict[str, Any]] = None
+    iterations: Optional[int] = None
+    run_id: Optional[str] = None
+    remote_user: str = "root"
+    warmup_steps: Optional[int] = None
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    now: Optional[datetime.datetime] = None
+
+
+@dataclass
+class Job:
+    name: str
+    hosts: List[Host]
+    coordinator_address: str
+    coordinator_port: int
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.hosts)
+
+
+@dataclass
+class Context:
+    """What is known about the run once the config is merged, resolved and checked."""
+    framework: str
+    selection: Selection
+    config: Dict[str, Any]
+    params: Dict[str, Any]
+    options: PlanOptions
+    total_steps: int
+    run_id: str
+    run_dir: str
+    warnings: List[str] = field(default_factory=list)
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanOptions) -> Dict[str, Any]:
+    hosts = check_hosts(hosts)
+    ctx = prepare(raw_config, hosts, options)
+    jobs = make_jobs(ctx, hosts)
+    check_parallelism(ctx, jobs[0].nnodes)
+    common = common_node_parts(ctx)
+    nodes: Dict[str, Any] = {}
+    for job in jobs:
+        job_parts = job_node_parts(ctx, job, common)
+        for rank, host in enumerate(job.hosts):
+            nodes[host.name] = node_plan(ctx, job, rank, host, common, job_parts)
+    return {
+        "framework": ctx.framework,
+        "simulated": common["simulated"],
+        "config_path": options.config_path,
+        "config_name": config_name(options.config_path),
+        "run_id": ctx.run_id,
+        "mode": ctx.selection.mode,
+        "model": ctx.selection.model,
+        "gpu_arch": ctx.selection.gpu_arch,
+        "trains_model": common["trains_model"],
+        "remote_user": options.remote_user,
+        "final_step": ctx.total_steps - 1 if ctx.framework == MAXTEXT else ctx.total_steps,
+        "total_steps": ctx.total_steps,
+        "warmup_steps": warmup_steps(ctx),
+        "jobs": [job_summary(job) for job in jobs],
+        "thresholds": thresholds(ctx),
+        "warnings": ctx.warnings,
+        "nodes": nodes,
+    }
+
+
+def check_hosts(hosts: Sequence[Any]) -> List[Host]:
+    if not hosts:
+        raise ConfigError("hosts", "at least one host", "an empty list")
+    checked: List[Host] = []
+    seen = set()
+    for index, host in enumerate(hosts):
+        path = join_path("hosts", index)
+        if not isinstance(host, Host):
+            raise ConfigError(path, "a host with a name and an address", show(host))
+        if not host.name or host.name in seen:
+            raise ConfigError(path, "a unique host name", show(host.name))
+        if not host.address or any(ch.isspace() or ch == "\0" for ch in host.address):
+            raise ConfigError(join_path(path, "address"), "a host name or IP address", show(host.address))
+        seen.add(host.name)
+        checked.append(host)
+    return checked
+
+
+def config_name(config_path: str) -> str:
+    base = os.path.basename(config_path or "config")
+    return base[:-5] if base.endswith(".json") else base
+
+
+# -- preparing the config -------------------------------------------------------------------------
+
+def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanOptions) -> Context:
+    validate_sections(raw_config)
+    merged = deep_merge(raw_config, options.overrides)
+    validate_sections(merged)
+    framework = detect_framework(merged, options.framework)
+    if options.iterations is not None:
+        steps = to_int(options.iterations, "iterations", minimum=1)
+        merged["config"][STEPS_KEY[framework]] = str(steps)
+    data = resolve_user(merged, options.remote_user)
+    selection = select_model_params(data, options.model, options.gpu_arch, options.mode, len(hosts))
+    config = data["config"]
+    refuse_unset(config, selection)
+    refuse_unsafe_strings(config, selection)
+    steps_path = join_path("config", STEPS_KEY[framework])
+    if STEPS_KEY[framework] not in config:
+        raise ConfigError(steps_path, "a step count", "missing")
+    total = to_int(config[STEPS_KEY[framework]], steps_path, minimum=1)
+    run_id = make_run_id(options)
+    log_dir = absolute_path(config, "log_dir")
+    ctx = Context(framework, selection, config, without_documentation(selection.params), options, total,
+                  run_id, "%s/clusterval/%s" % (log_dir.rstrip("/"), run_id))
+    warn_about_nnodes(ctx, len(hosts))
+    return ctx
+
+
+def detect_framework(data: Mapping[str, Any], wanted: Optional[str]) -> str:
+    config = data["config"]
+    if wanted is None:
+        wanted = config.get("framework") if isinstance(config.get("framework"), str) else None
+    if wanted is not None:
+        if wanted not in FRAMEWORKS:
+            raise ConfigError("framework", "one of %s" % ", ".join(FRAMEWORKS), show(wanted))
+        return wanted
+    if "training_steps" in config or "coordinator_ip" in config:
+        return MAXTEXT
+    if "training_iterations" in config or "master_address" in config:
+        return MEGATRON
+    image = str(config.get("container_image", "")).lower()
+    if "megatron" in image:
+        return MEGATRON
+    if "jax" in image or "maxtext" in image:
+        return MAXTEXT
+    raise ConfigError("config", "training_steps (MaxText) or training_iterations (Megatron-LM)",
+                      "neither; set framework")
+
+
+def refuse_unset(config: Mapping[str, Any], selection: Selection) -> None:
+    """Every `<changeme>` the planner cannot derive is listed at once."""
+    derived = set(DERIVED_PATHS)
+    for pair in (("nccl_ib_hca", "nccl_ib_hca_list"), ("nccl_ib_hca_list", "nccl_ib_hca")):
+        if pair[0] in config and not is_unset(config[pair[0]]):
+            derived.add(join_path("config", pair[1]))
+    params = {key: value for key, value in selection.params.items() if key != "result_dict"}
+    paths = [path for path in find_changeme(config, "config") if path not in derived]
+    paths += find_changeme(params, selection.path)
+    if paths:
+        raise ConfigError.many(
+            Problem(path, HINTS.get(path, "a value set in the config or through overrides"), CHANGEME)
+            for path in paths)
+
+
+def refuse_unsafe_strings(config: Mapping[str, Any], selection: Selection) -> None:
+    for root, path in ((config, "config"), (selection.params, selection.path)):
+        for found, value in walk(root, path):
+            if isinstance(value, str) and ("\n" in value or "\0" in value or "\r" in value):
+                raise ConfigError(found, "a single-line value without NUL", show(value))
+        if isinstance(root, dict):
+            for key in iter_keys(root):
+                if "\n" in key or "\0" in key:
+                    raise ConfigError(path, "keys without newline or NUL", show(key))
+
+
+def iter_keys(value: Any):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from iter_keys(item)
+
+
+def make_run_id(options: PlanOptions) -> str:
+    if options.run_id is not None:
+        if not isinstance(options.run_id, str) or not RUN_ID.match(options.run_id):
+            raise ConfigError("run_id", "letters, digits, '_', '.', '-' (starting with a letter or digit)",
+                              show(options.run_id))
+        return options.run_id
+    now = options.now or datetime.datetime.now(datetime.timezone.utc)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", config_name(options.config_path))
+    return "%s-%s" % (now.strftime("%Y%m%dT%H%M%SZ"), name)
+
+
+def absolute_path(config: Mapping[str, Any], key: str) -> str:
+    path = join_path("config", key)
+    value = to_str(config.get(key, ""), path)
+    if not value.startswith("/"):
+        raise ConfigError(path, "an absolute path", "missing" if key not in config else show(value))
+    return value
+
+
+def warn_about_nnodes(ctx: Context, nhosts: int) -> None:
+    value = ctx.config.get("nnodes")
+    if value is None or is_unset(value):
+        return
+    try:
+        declared = to_int(value, "config.nnodes")
+    except ConfigError:
+        ctx.warnings.append("config.nnodes: %s is not a number; the hosts give %d" % (show(value), nhosts))
+        return
+    if declared != nhosts:
+        ctx.warnings.append("config.nnodes says %d but the plan has %d hosts; the hosts win" % (declared, nhosts))
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+def make_jobs(ctx: Context, hosts: Sequence[Host]) -> List[Job]:
+    port = coordinator_port(ctx)
+    if ctx.selection.mode == "single_node":
+        return [Job("job-%d" % index, [host], "localhost", port) for index, host in enumerate(hosts)]
+    return [Job("job-0", list(hosts), coordinator_address(ctx, hosts), port)]
+
+
+def coordinator_address(ctx: Context, hosts: Sequence[Host]) -> str:
+    key = COORDINATOR_KEY[ctx.framework]
+    value = ctx.config.get(key)
+    if value is None or is_unset(value) or str(value).strip() in ("", "localhost", "127.0.0.1"):
+        return hosts[0].address
+    address = to_str(value, join_path("config", key)).strip()
+    if address not in {host.address for host in hosts}:
+        ctx.warnings.append("config.%s %s is not the address of any planned host; every node will "
+                            "connect to it" % (key, address))
+    return address
+
+
+def coordinator_port(ctx: Context) -> int:
+    if ctx.framework == MEGATRON:
+        value = ctx.config.get("master_port", _megatron.DEFAULT_MASTER_PORT)
+        return to_int(value, "config.master_port", minimum=1)
+    env = ctx.config.get("container_config", {}).get("env_dict", {}) or {}
+    path = "config.container_config.env_dict.JAX_COORDINATOR_PORT"
+    value = env.get("JAX_COORDINATOR_PORT", ctx.config.get("coordinator_port", DEFAULT_JAX_PORT))
+    port = to_int(value, path, minimum=1)
+    if port > 65535:
+        raise ConfigError(path, "a TCP port (1-65535)", show(value))
+    return port
+
+
+def check_parallelism(ctx: Context, nnodes: int) -> None:
+    gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
+    if ctx.framework == MAXTEXT:
+        _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
+        return
+    path = ctx.selection.path
+    tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
+    pp = to_int(ctx.params.get("pipeline_parallelism", "1"), join_path(path, "pipeline_parallelism"), minimum=1)
+    if (gpus * nnodes) % (tp * pp):
+        raise ConfigError(path, "tensor_parallelism x pipeline_parallelism dividing the %d GPUs of the job"
+                          % (gpus * nnodes), "%d x %d" % (tp, pp))
+
+
+def job_summary(job: Job) -> Dict[str, Any]:
+    return {"name": job.name, "hosts": [host.name for host in job.hosts], "nnodes": job.nnodes,
+            "coordinator_address": job.coordinator_address, "coordinator_port": job.coordinator_port}
+
+
+def warmup_steps(ctx: Context) -> int:
+    default = DEFAULT_WARMUP[ctx.framework]
+    value = ctx.options.warmup_steps
+    steps = default if value is None else to_int(value, "warmup_steps", minimum=0)
+    if steps >= ctx.total_steps and "warmup" not in " ".join(ctx.warnings):
+        ctx.warnings.append("warmup_steps %d leaves no step of the %d to judge" % (steps, ctx.total_steps))
+    return steps
+
+
+# -- thresholds -----------------------------------------------------------------------------------
+
+def thresholds(ctx: Context) -> List[Dict[str, Any]]:
+    path = join_path(ctx.selection.path, "result_dict")
+    results = ctx.selection.params.get("result_dict", {})
+    if not isinstance(results, dict):
+        raise ConfigError(path, "an object of metric names to per-GPU targets", type_name(results))
+    checks = []
+    for metric, value in results.items():
+        if is_documentation_key(metric):
+            continue
+        lower = any(word in metric for word in LOWER_IS_BETTER)
+        unset = is_unset(value)
+        if unset:
+            ctx.warnings.append("%s: no threshold set (<changeme>); the metric is reported, not judged"
+                                % join_path(path, metric))
+        checks.append({
+            "metric": metric,
+            "kind": "max" if lower else "min",
+            "value": None if unset else to_float(value, join_path(path, metric)),
+            "direction": "lower" if lower else "higher",
+            "set": not unset,
+        })
+    if not checks:
+        ctx.warnings.append("%s: no thresholds; only completion and convergence are judged" % path)
+    return checks
+
+
+# -- environment ----------------------------------------------------------------------------------
+
+def checked_env(name: str, value: Any, path: str) -> Tuple[str, str]:
+    if not isinstance(name, str) or not ENV_NAME.match(name):
+        raise ConfigError(path, "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", show(name))
+    if isinstance(value, bool):
+        text = "1" if value else "0"
+    else:
+        text = to_str(value, path)
+    if "\n" in text or "\0" in text:
+        raise ConfigError(path, "a single-line value without NUL", show(text))
+    return name, text
+
+
+def config_env(ctx: Context) -> Dict[str, str]:
+    """Lowercase environment settings of the config, as the upper-case variables they stand for."""
+    env: Dict[str, str] = {}
+    for key, value in ctx.config.items():
+        if not isinstance(key, str) or not ENV_LIKE_KEY.match(key) or is_unset(value):
+            continue
+        name = "NCCL_IB_HCA" if key == "nccl_ib_hca_list" else key.upper()
+        if key == "nccl_ib_hca_list" and "NCCL_IB_HCA" in env:
+            continue
+        env.update([checked_env(name, value, join_path("config", key))])
+    first = ctx.config.get("nccl_ib_hca")
+    second = ctx.config.get("nccl_ib_hca_list")
+    if first and second and not is_unset(first) and not is_unset(second) and first != second:
+        ctx.warnings.append("config.nccl_ib_hca and config.nccl_ib_hca_list differ; NCCL_IB_HCA=%s" % first)
+    return env
+
+
+def env_dict(ctx: Context) -> Dict[str, str]:
+    container = ctx.config.get("container_config", {})
+    values = container.get("env_dict", {}) if isinstance(container, dict) else {}
+    path = "config.container_config.env_dict"
+    if not isinstance(values, dict):
+        raise ConfigError(path, "an object of variable names to values", type_name(values))
+    return dict(checked_env(name, value, join_path(path, name)) for name, value in values.items()
+                if not is_documentation_key(name) and not is_unset(value))
+
+
+def xla_flags(ctx: Context) -> str:
+    flags = {key: value for key, value in ctx.config.items()
+             if isinstance(key, str) and key.startswith("xla_") and not ENV_LIKE_KEY.match(key)}
+    path = join_path(ctx.selection.path, "xla_flags")
+    own = ctx.params.get("xla_flags", {})
+    if not isinstance(own, dict):
+        raise ConfigError(path, "an object of flag names to values", type_name(own))
+    flags.update(own)
+    rendered, warnings = render_xla_flags(flags, path)
+    ctx.warnings.extend(warnings)
+    return rendered
+
+
+# -- per-node parts -------------------------------------------------------------------------------
+
+def common_node_parts(ctx: Context) -> Dict[str, Any]:
+    """What is the same on every node of every job, computed once."""
+    data_cache_dir = absolute_path(ctx.config, "data_cache_dir")
+    env = {"HF_HOME": data_cache_dir,
+           "LD_LIBRARY_PATH": to_str(ctx.config.get("ld_library_path", DEFAULT_LD_LIBRARY_PATH),
+                                     "config.ld_library_path")}
+    env.update(config_env(ctx))
+    if ctx.framework == MAXTEXT:
+        framework = maxtext_parts(ctx)
+    else:
+        framework = megatron_parts(ctx, data_cache_dir)
+    env.update(framework["env"])
+    env.update(env_dict(ctx))
+    if ctx.selection.mode == "single_node":
+        env.update(SINGLE_NODE_NCCL)
+    container = container_parts(ctx)
+    directories = unique([ctx.run_dir, absolute_path(ctx.config, "log_dir"), data_cache_dir]
+                         + framework["directories"] + output_mounts(ctx, framework["workdir"]))
+    hf_token_file = ctx.config.get("hf_token_file")
+    return {**framework, "env": env, "container": container, "directories": directories,
+            "simulated": is_simulator(container["image"]),
+            "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
+
+
+def maxtext_parts(ctx: Context) -> Dict[str, Any]:
+    path = ctx.selection.path
+    check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
+    ctx.warnings.extend(check.warnings)
+    values = _maxtext.maxtext_params(ctx.params, path)
+    enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
+    yaml_path = "%s/maxtext.yml" % ctx.run_dir
+    output_dir = "%s/output" % ctx.run_dir
+    content = _maxtext.build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
+    lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir)
+    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": _maxtext.WORKDIR, "run_lines": lines,
+            "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
+            "directories": [output_dir], "trains_model": check.trains,
+            "script_candidates": list(_maxtext.TRAIN_SCRIPTS)}
+
+
+def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
+    settings = _megatron.model_env(ctx.selection.model, ctx.params, ctx.selection.path)
+    ctx.warnings.extend(settings.warnings)
+    if ctx.total_steps < 4:
+        ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
+                            "least 4 iterations" % ctx.total_steps)
+    log_dir = "%s/megatron" % ctx.run_dir
+    env = dict(settings.env)
+    env.update(_megatron.data_env(ctx.config, data_cache_dir))
+    env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
+                "TEE_OUTPUT": "1"})
+    lines, display = _megatron.run_lines(settings.script, "%s/training.log" % ctx.run_dir)
+    return {"env": env, "workdir": _megatron.WORKDIR, "run_lines": lines, "command": display, "files": [],
+            "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
+
+
+def container_parts(ctx: Context) -> Dict[str, Any]:
+    container = ctx.config.get("container_config", {})
+    if not isinstance(container, dict):
+        raise ConfigError("config.container_config", "an object", type_name(container))
+    name = to_str(ctx.config.get("container_name", ""), "config.container_name")
+    if not CONTAINER_NAME.match(name):
+        raise ConfigError("config.container_name", "a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+)",
+                          show(name))
+    image = to_str(ctx.config.get("container_image", ""), "config.container_image").strip()
+    if not image or any(ch.isspace() for ch in image):
+        raise ConfigError("config.container_image", "a Docker image reference", show(image))
+    shm_size = to_str(ctx.config.get("shm_size", "64G"), "config.shm_size").strip()
+    if not SHM_SIZE.match(shm_size):
+        raise ConfigError("config.shm_size", "a size such as 256G", show(shm_size))
+    return {
+        "name": name,
+        "image": image,
+        "command": ["sleep", "infinity"],
+        "devices": devices(container.get("device_list", [])),
+        "volumes": volumes(container.get("volume_dict", {})) + ["%s:%s" % (ctx.run_dir, ctx.run_dir)],
+        "shm_size": shm_size,
+        "network_mode": "host",
+        "ipc_mode": "host",
+        "privileged": False,
+        "capabilities": ["IPC_LOCK", "SYS_PTRACE"],
+        "security_opts": ["seccomp=unconfined"],
+        "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
+        "groups": ["video", "render"],
+    }
+
+
+def devices(values: Any) -> List[str]:
+    path = "config.container_config.device_list"
+    if not isinstance(values, list):
+        raise ConfigError(path, "a list of devices", type_name(values))
+    checked = []
+    for index, value in enumerate(values):
+        item_path = join_path(path, index)
+        parts = value.split(":") if isinstance(value, str) else []
+        paths_ok = 1 <= len(parts) <= 3 and all(part.startswith("/") for part in parts[:2])
+        perms_ok = len(parts) < 3 or DEVICE_PERMISSIONS.match(parts[2])
+        if not paths_ok or not perms_ok or any(ch.isspace() for ch in value):
+            raise ConfigError(item_path, "host[:container[:permissions]] with absolute paths and rwm",
+                              show(value))
+        checked.append(value)
+    return checked
+
+
+def volumes(values: Any) -> List[str]:
+    path = "config.container_config.volume_dict"
+    if not isinstance(values, dict):
+        raise ConfigError(path, "an object of host paths to container paths", type_name(values))
+    checked = []
+    for source, target in values.items():
+        if is_documentation_key(source):
+            continue
+        item_path = join_path(path, source)
+        if not isinstance(target, str) or not target.startswith("/") or ":" in target or ":" in source \
+                or not source:
+            raise ConfigError(item_path, "a host path mapped to an absolute container path (no ':')",
+                              show(target))
+        checked.append("%s:%s" % (source, target))
+    return checked
+
+
+def output_mounts(ctx: Context, workdir: str) -> List[str]:
+    """Host directories mounted under the framework's working directory: its outputs; they must exist."""
+    values = ctx.config.get("container_config", {}).get("volume_dict", {})
+    return [source for source, target in values.items()
+            if isinstance(target, str) and target.startswith(workdir + "/") and source.startswith("/")]
+
+
+def is_simulator(image: str) -> bool:
+    repository = image.split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return repository == SIMULATOR_REPOSITORY or repository.endswith("/" + SIMULATOR_REPOSITORY)
+
+
+def unique(values: Sequence[str]) -> List[str]:
+    return list(dict.fromkeys(values))
+
+
+def launch_script(ctx: Context, common: Mapping[str, Any], log_path: str, exit_path: str) -> str:
+    lines = [
+        "#!/bin/sh",
+        "# clusterval.training launch script for run %s" % ctx.run_id,
+        "exit_file=%s" % shlex.quote(exit_path),
+        'finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }',
+        'rm -f "$exit_file"',
+        "cd %s || finish 126" % shlex.quote(common["workdir"]),
+        *common["run_lines"],
+        "finish $?",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[str, Any]:
+    log_path = "%s/training.log" % ctx.run_dir
+    exit_path = "%s/training.exit" % ctx.run_dir
+    script_path = "%s/launch.sh" % ctx.run_dir
+    files = [{"path": script_path, "mode": "0755", "content": launch_script(ctx, common, log_path, exit_path)}]
+    files.extend(common["files"])
+    labels = {"clusterval.run_id": ctx.run_id, "clusterval.job": job.name}
+    return {"log_path": log_path, "exit_path": exit_path, "files": files, "labels": labels,
+            "launch": {"argv": ["sh", script_path], "workdir": common["workdir"], "command": common["command"],
+                       "script_candidates": common["script_candidates"]}}
+
+
+def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Dict[str, str]:
+    env = dict(common["env"])
+    env["NNODES"] = str(job.nnodes)
+    env["NODE_RANK"] = str(rank)
+    if ctx.framework == MAXTEXT:
+        env["JAX_COORDINATOR_IP"] = job.coordinator_address
+        env["JAX_COORDINATOR_PORT"] = str(job.coordinator_port)
+        env["JAX_COORDINATOR_ADDRESS"] = "%s:%d" % (job.coordinator_address, job.coordinator_port)
+        env["JAX_PROCESS_INDEX"] = str(rank)
+        env["JAX_PROCESS_COUNT"] = str(job.nnodes)
+    else:
+        env["MASTER_ADDR"] = job.coordinator_address
+        env["MASTER_PORT"] = str(job.coordinator_port)
+    return env
+
+
+def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str, Any],
+              job_parts: Mapping[str, Any]) -> Dict[str, Any]:
+    container = dict(common["container"])
+    container["env"] = node_env(ctx, job, rank, common)
+    container["labels"] = job_parts["labels"]
+    return {
+        "host": host.name,
+        "address": host.address,
+        "job": job.name,
+        "node_rank": rank,
+        "nnodes": job.nnodes,
+        "coordinator_address": job.coordinator_address,
+        "coordinator_port": job.coordinator_port,
+        "gpus": ctx.options.gpus_per_node,
+        "prints_steps": ctx.framework == MAXTEXT or rank == job.nnodes - 1,
+        "run_dir": ctx.run_dir,
+        "log_path": job_parts["log_path"],
+        "exit_code_path": job_parts["exit_path"],
+        "hf_token_file": common["hf_token_file"],
+        "directories": common["directories"],
+        "files": job_parts["files"],
+        "container": container,
+        "launch": job_parts["launch"],
+    }

@@ -1,0 +1,177 @@
+#!/usr/bin/python
+# Documentation of the action plugin clusterval.training.training_plan (it runs on the controller).
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: training_plan
+short_description: Plan a training validation run for every node from a training config
+version_added: 0.1.0
+description:
+  - Reads a training config (JSON, the seed format of the cluster validation suite) on the controller,
+    applies O(overrides), resolves C({user-id}) to the remote user, selects
+    C(model_params[single_node|multi_node][model][gpu_arch]) and computes, for every host, everything it
+    needs to train - node rank, coordinator, container spec, environment, C(XLA_FLAGS), the MaxText YAML or
+    the Megatron-LM environment, C(launch.sh) - and the thresholds of the verdict.
+  - Values the planner can derive are derived - the number of nodes from the hosts, the coordinator (master)
+    address from the first host in multi-node mode. Every other value that still says C(<changeme>) is an
+    error; all of them are listed at once with their JSON path.
+  - A single-node config run on several hosts is one independent one-node job per host.
+  - Bad input fails the task with a message naming the JSON path, the expected and the found value; the
+    list of problems is returned in RV(problems).
+  - The plan is returned in RV(plan) and set as the fact C(training_plan). Run it with C(run_once) so that
+    the fact lands on every host of the play; a host finds its own part in
+    C(training_plan.nodes[inventory_hostname]).
+author:
+  - clusterval developers
+options:
+  config:
+    description:
+      - Path of the training config on the controller, relative to the playbook directory or to the current
+        directory.
+    type: path
+    required: true
+  hosts:
+    description:
+      - Ordered host names; the first one is node rank 0 and the coordinator in multi-node mode.
+      - A name in the inventory uses its C(ansible_host) as address; any other name is its own address.
+      - Defaults to the hosts of the play.
+    type: list
+    elements: str
+  model:
+    description:
+      - Model key under C(model_params[mode]), for example V(llama3_1_8b) or V(llama3.1-70b).
+      - Defaults to the only model of the config; an error lists the available keys when there are several.
+    type: str
+  gpu_arch:
+    description:
+      - GPU arch key under the model, for example V(mi300x), V(mi325), V(mi350), V(mi355).
+      - Defaults to the only arch of the model; an error lists the available keys when there are several.
+    type: str
+  mode:
+    description:
+      - V(single_node) or V(multi_node); defaults to the only mode of the config.
+    type: str
+    choices: [single_node, multi_node]
+  framework:
+    description:
+      - Training stack. Defaults to what the config implies (C(training_steps) - MaxText,
+        C(training_iterations) - Megatron-LM).
+    type: str
+    choices: [maxtext, megatron]
+  overrides:
+    description:
+      - Deep-merged over the config JSON before planning, in the same shape as the config, for example a
+        dict with key C(config) holding C(nccl_ib_hca_list). A V(null) value removes the key.
+    type: dict
+    default: {}
+  iterations:
+    description:
+      - Number of training steps; sets C(config.training_steps) (MaxText) or C(config.training_iterations)
+        (Megatron-LM).
+    type: int
+  run_id:
+    description:
+      - Identifier of the run, used in paths and container labels. Defaults to C(<UTC timestamp>-<config name>).
+    type: str
+  remote_user:
+    description:
+      - User that C({user-id}) resolves to. Defaults to the connection user of the first host, else the
+        controller's user.
+    type: str
+  warmup_steps:
+    description:
+      - Steps skipped before judging throughput. Defaults to V(3) for MaxText, V(2) for Megatron-LM.
+    type: int
+  gpus_per_node:
+    description:
+      - GPUs per node; the MaxText C(ici_*) parallelism product must equal it.
+    type: int
+    default: 8
+attributes:
+  check_mode:
+    support: full
+    description: Nothing changes anywhere; the plan is computed the same way in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+  platform:
+    platforms: all
+    description: Runs on the controller only.
+notes:
+  - The HF token never enters the plan; only the path of its file (C(hf_token_file)) does.
+seealso:
+  - name: Config semantics
+    description: docs/config.md in the collection.
+    link: https://example.invalid/clusterval/training/docs/config.md
+"""
+
+EXAMPLES = r"""
+- name: Plan the run once for the whole play
+  clusterval.training.training_plan:
+    config: "{{ training_config }}"
+    overrides: "{{ training_overrides | default({}) }}"
+  run_once: true
+
+- name: Plan a Megatron-LM run of 30 iterations on two named hosts
+  clusterval.training.training_plan:
+    config: configs/megatron/mi3xx_megatron_llama_distributed.json
+    hosts: [node1, node2]
+    model: llama3_1_8b
+    gpu_arch: mi300x
+    iterations: 30
+    overrides:
+      config:
+        nic_type: thor2
+        nccl_ib_hca_list: bnxt_re0,bnxt_re1,bnxt_re2,bnxt_re3
+        nccl_socket_ifname: ens51f1np1
+        gloo_socket_ifname: ens51f1np1
+        nccl_ib_gid_index: "3"
+  run_once: true
+
+- name: Show this host's container environment
+  ansible.builtin.debug:
+    var: training_plan.nodes[inventory_hostname].container.env
+"""
+
+RETURN = r"""
+plan:
+  description: The plan; its schema is documented in docs/architecture.md.
+  returned: success
+  type: dict
+  sample:
+    framework: maxtext
+    simulated: false
+    config_name: mi300x_distributed_llama3_1_70b
+    run_id: 20261121T101500Z-mi300x_distributed_llama3_1_70b
+    mode: multi_node
+    model: llama3.1-70b
+    trains_model: llama3.1-405b
+    gpu_arch: mi300x
+    final_step: 29
+    total_steps: 30
+    warmup_steps: 3
+    jobs: [{name: job-0, hosts: [node1, node2], nnodes: 2, coordinator_address: 10.0.0.11,
+            coordinator_port: 1234}]
+    thresholds: [{metric: tokens_per_sec_per_gpu, kind: min, value: null, direction: higher, set: false}]
+    warnings: []
+    nodes: {node1: {node_rank: 0, nnodes: 2, container: {env: {NNODES: "2", NODE_RANK: "0"}}}}
+ansible_facts:
+  description: The fact C(training_plan), the same dict as RV(plan).
+  returned: success
+  type: dict
+  sample: {training_plan: {framework: maxtext}}
+msg:
+  description: One line saying what was planned, or the error.
+  returned: always
+  type: str
+  sample: planned maxtext on 2 host(s) in 1 job(s)
+problems:
+  description: Every input problem, each with the JSON path, the expected and the found value.
+  returned: failure
+  type: list
+  elements: dict
+  sample: [{path: config.nccl_ib_hca_list, expected: a value set in the config or through overrides,
+            found: <changeme>}]
+"""

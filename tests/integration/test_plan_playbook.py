@@ -1,0 +1,97 @@
+"""Runs the real ansible-playbook playbooks/plan.yml (and the ad-hoc module) against several local hosts."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
+BIN = os.path.dirname(sys.executable)
+CONFIG = "configs/megatron/mi3xx_megatron_llama_distributed.json"
+OVERRIDES = {"training_overrides": {"config": {
+    "nic_type": "thor2", "nccl_ib_hca_list": "bnxt_re0,bnxt_re1", "nccl_socket_ifname": "ens1",
+    "gloo_socket_ifname": "ens1", "nccl_ib_gid_index": "3"}}}
+INVENTORY = """all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+  hosts:
+    n1: {ansible_host: 10.9.0.1}
+    n2: {ansible_host: 10.9.0.2}
+    n3: {ansible_host: 10.9.0.3}
+"""
+
+
+@pytest.fixture(scope="module")
+def ansible_env(tmp_path_factory):
+    """The repository's ansible.cfg, callbacks left out so that only the planner is exercised."""
+    tmp = tmp_path_factory.mktemp("plan")
+    with open(os.path.join(REPO, "ansible.cfg"), encoding="utf-8") as handle:
+        lines = [line for line in handle if not line.startswith("callbacks_enabled")]
+    cfg = tmp / "ansible.cfg"
+    cfg.write_text("".join(lines).replace("collections_path = .collections",
+                                          "collections_path = %s/.collections" % REPO))
+    (tmp / "hosts.yml").write_text(INVENTORY)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCAL_TEMP=str(tmp / "ltmp"), ANSIBLE_FORCE_COLOR="0")
+    return env, str(tmp / "hosts.yml")
+
+
+def run_plan(ansible_env, *extra):
+    env, inventory = ansible_env
+    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/plan.yml",
+            "-e", "training_config=" + CONFIG, "-e", "training_model=llama3_1_8b",
+            "-e", "training_gpu_arch=mi300x", *extra]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def task_results(output, name):
+    report = json.loads(output)
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"] == name:
+                return task["hosts"]
+    raise AssertionError("no task %s" % name)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_plan_playbook_prints_every_node(ansible_env, check):
+    extra = ["-e", "training_iterations=10", "-e", json.dumps(OVERRIDES)] + (["--check"] if check else [])
+    proc = run_plan(ansible_env, *extra)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    nodes = task_results(proc.stdout, "Show this node's part")
+    assert sorted(nodes) == ["n1", "n2", "n3"]
+    for rank, name in enumerate(["n1", "n2", "n3"]):
+        msg = nodes[name]["msg"]
+        assert msg["node_rank"] == str(rank) or msg["node_rank"] == rank
+        assert msg["env"]["NODE_RANK"] == str(rank)
+        assert msg["env"]["NNODES"] == "3"
+        assert msg["env"]["MASTER_ADDR"] == "10.9.0.1"
+        assert msg["env"]["TOTAL_ITERS"] == "10"
+
+
+def test_plan_playbook_refuses_changeme_without_traceback(ansible_env):
+    proc = run_plan(ansible_env)
+    assert proc.returncode != 0
+    result = task_results(proc.stdout, "Compute the plan for all hosts")["n1"]
+    assert result["failed"] is True
+    paths = [problem["path"] for problem in result["problems"]]
+    assert paths == ["config.training_iterations", "config.nic_type", "config.nccl_ib_hca_list",
+                     "config.nccl_socket_ifname", "config.gloo_socket_ifname", "config.nccl_ib_gid_index"]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_ad_hoc_module_call_with_names_outside_the_inventory(ansible_env):
+    env, _ = ansible_env
+    args = {"config": "configs/jax/mi300x_distributed_llama3_1_70b.json", "hosts": ["h1", "h2"],
+            "overrides": {"config": {"nccl_ib_hca": "mlx5_0", "nccl_socket_ifname": "eth0",
+                                     "gloo_socket_ifname": "eth0", "nccl_ib_gid_index": "3"}}}
+    argv = [os.path.join(BIN, "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+            "-m", "clusterval.training.training_plan", "-a", json.dumps(args)]
+    env = dict(env, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    plan = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["plan"]
+    assert plan["jobs"][0]["coordinator_address"] == "h1"
+    assert plan["nodes"]["h2"]["container"]["env"]["NCCL_IB_HCA"] == "mlx5_0"

@@ -1,0 +1,76 @@
+import pytest
+import yaml
+
+from ansible_collections.clusterval.training.plugins.module_utils import _maxtext
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+
+SEED_405B_DIMS = {"base_emb_dim": "16384", "base_num_decoder_layers": "126"}
+
+
+def test_typed_values():
+    assert _maxtext.typed("true", "p") is True
+    assert _maxtext.typed("False", "p") is False
+    assert _maxtext.typed("8192", "p") == 8192
+    assert _maxtext.typed("-1", "p") == -1
+    assert _maxtext.typed("500_000", "p") == 500000
+    assert _maxtext.typed("1.0e-5", "p") == 1e-5
+    assert _maxtext.typed("", "p") == ""
+    assert _maxtext.typed("bfloat16", "p") == "bfloat16"
+    assert _maxtext.typed(["silu", "linear"], "p") == ["silu", "linear"]
+
+
+def test_non_maxtext_keys_never_reach_maxtext():
+    params = {key: "1" for key in _maxtext.NON_MAXTEXT_KEYS}
+    params.update({"hf_path": "parquet", "dtype": "bfloat16"})
+    assert _maxtext.maxtext_params(params, "p") == {"hf_path": "parquet", "dtype": "bfloat16"}
+    assert len(_maxtext.NON_MAXTEXT_KEYS) == 12
+
+
+def test_yaml_is_typed_and_parses():
+    text = _maxtext.build_yaml("run-1", 30, False, None, _maxtext.maxtext_params({
+        "quantization": "", "mlp_activations": ["silu", "linear"], "normalization_layer_epsilon": "1.0e-5",
+        "scan_layers": "true", "per_device_batch_size": "2", "tokenizer_path": 'a "quoted": path'}, "p"))
+    parsed = yaml.safe_load(text)
+    assert parsed == {"base_config": "base.yml", "run_name": "run-1", "steps": 30, "enable_checkpointing": False,
+                      "quantization": "", "mlp_activations": ["silu", "linear"],
+                      "normalization_layer_epsilon": 1e-5, "scan_layers": True, "per_device_batch_size": 2,
+                      "tokenizer_path": 'a "quoted": path', "hardware": "gpu"}
+    assert text.splitlines()[0] == 'base_config: "base.yml"'
+
+
+def test_model_key_with_other_dimensions_warns_and_adds_no_model_name():
+    check = _maxtext.check_model("llama3.1-70b", SEED_405B_DIMS, "mp")
+    assert check.model_name is None
+    assert check.trains == "llama3.1-405b"
+    assert "trains llama3.1-405b, not llama3.1-70b" in check.warnings[0]
+
+
+def test_model_name_added_only_when_correct():
+    assert _maxtext.check_model("llama3.1-405b", SEED_405B_DIMS, "mp") == ("llama3.1-405b", "llama3.1-405b", [])
+    assert _maxtext.check_model("llama3.1-70b", {}, "mp").model_name == "llama3.1-70b"
+    assert _maxtext.check_model("custom", SEED_405B_DIMS, "mp").model_name is None
+
+
+def test_user_chosen_model_name_wins_with_a_warning():
+    check = _maxtext.check_model("llama3.1-70b", dict(SEED_405B_DIMS, model_name="llama3.1-70b"), "mp")
+    assert check.model_name == "llama3.1-70b" and check.trains == "llama3.1-70b"
+    assert "replaces the base_* dimensions" in check.warnings[0]
+
+
+def test_parallelism_products():
+    ok = {"ici_fsdp_parallelism": "8", "ici_data_parallelism": "1", "dcn_fsdp_parallelism": "-1",
+          "dcn_data_parallelism": "1"}
+    _maxtext.check_parallelism(ok, 8, 4, "p")
+    with pytest.raises(ConfigError, match="equal to the 4 GPUs per node"):
+        _maxtext.check_parallelism(ok, 4, 4, "p")
+    with pytest.raises(ConfigError, match="nodes in the job"):
+        _maxtext.check_parallelism(dict(ok, dcn_fsdp_parallelism="2"), 8, 4, "p")
+    with pytest.raises(ConfigError, match="at most one -1"):
+        _maxtext.check_parallelism(dict(ok, dcn_data_parallelism="-1"), 8, 4, "p")
+    with pytest.raises(ConfigError, match="a positive integer or -1"):
+        _maxtext.check_parallelism(dict(ok, ici_data_parallelism="0"), 8, 4, "p")
+
+
+def test_float_rendering_stays_a_yaml_float():
+    for value in (1e-05, 2.5e20, 0.975, 3.0):
+        assert yaml.safe_load("x: " + _maxtext.yaml_scalar(value))["x"] == value

@@ -1,0 +1,210 @@
+import copy
+import datetime
+import json
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
+GOLDEN = os.path.join(REPO, "tests", "unit", "golden")
+HOSTS = [Host("n1", "10.0.0.1"), Host("n2", "10.0.0.2")]
+NETWORK = {"config": {"nic_type": "thor2", "nccl_ib_hca_list": "bnxt_re0,bnxt_re1", "nccl_socket_ifname": "ens1",
+                      "gloo_socket_ifname": "ens1", "nccl_ib_gid_index": "3"}}
+NETWORK_PATHS = ["config.nccl_ib_hca_list", "config.nccl_socket_ifname", "config.gloo_socket_ifname",
+                 "config.nccl_ib_gid_index"]
+# config file, model, gpu arch, <changeme> paths without overrides
+SEEDS = [
+    ("jax/mi300x_distributed_llama3_1_70b.json", None, None,
+     ["config.nccl_ib_hca_list", "config.nccl_ib_hca"] + NETWORK_PATHS[1:]),
+    ("jax/mi300x_distributed_llama_3_1_405b.json", None, None,
+     ["config.nccl_ib_hca_list", "config.nccl_ib_hca"] + NETWORK_PATHS[1:]),
+    ("jax/mi300x_singlenode_llama3_1_70b.json", None, None, []),
+    ("jax/mi35x_singlenode_llama_3_1_70b.json", None, None, []),
+    ("megatron/mi35x_megatron_llama_single.json", "llama3_1_70b", "mi355", ["config.training_iterations"]),
+    ("megatron/mi3xx_megatron_llama_single.json", "llama3_1_8b", "mi325", ["config.training_iterations"]),
+    ("megatron/mi3xx_megatron_llama_distributed.json", "llama3_1_8b", "mi300x",
+     ["config.training_iterations", "config.nic_type"] + NETWORK_PATHS),
+]
+
+
+def config(name):
+    return load_config_file(os.path.join(REPO, "configs", name))
+
+
+def plan(name, overrides=None, hosts=HOSTS, **options):
+    options.setdefault("run_id", "r1")
+    return plan_run(config(name), hosts, PlanOptions(config_path="/c/" + name, overrides=overrides, **options))
+
+
+@pytest.mark.parametrize("name, model, arch, unset", SEEDS)
+def test_seed_configs_refused_listing_every_changeme_path(name, model, arch, unset):
+    if not unset:
+        assert plan(name, model=model, gpu_arch=arch)["nodes"]
+        return
+    with pytest.raises(ConfigError) as err:
+        plan(name, model=model, gpu_arch=arch)
+    assert sorted(problem.path for problem in err.value.problems) == sorted(unset)
+    assert all(problem.found == "<changeme>" for problem in err.value.problems)
+
+
+@pytest.mark.parametrize("name, model, arch, unset", SEEDS)
+def test_seed_configs_plan_with_overrides(name, model, arch, unset):
+    result = plan(name, NETWORK, model=model, gpu_arch=arch, iterations=12)
+    assert sorted(result["nodes"]) == ["n1", "n2"]
+    assert result["total_steps"] == 12
+    assert result["final_step"] == (11 if name.startswith("jax") else 12)
+    for node in result["nodes"].values():
+        assert all(isinstance(value, str) for value in node["container"]["env"].values())
+        assert "<changeme>" not in json.dumps(node)
+        assert "{user-id}" not in json.dumps(node)
+
+
+def test_multi_node_derives_nnodes_rank_and_coordinator():
+    result = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)
+    assert result["jobs"] == [{"name": "job-0", "hosts": ["n1", "n2"], "nnodes": 2,
+                               "coordinator_address": "10.0.0.1", "coordinator_port": 1234}]
+    env = result["nodes"]["n2"]["container"]["env"]
+    assert (env["NNODES"], env["NODE_RANK"], env["JAX_PROCESS_INDEX"]) == ("2", "1", "1")
+    assert env["JAX_COORDINATOR_IP"] == "10.0.0.1"
+    assert env["JAX_COORDINATOR_ADDRESS"] == "10.0.0.1:1234"
+    assert env["NCCL_IB_HCA"] == "bnxt_re0,bnxt_re1"
+    assert "NCCL_IB_DISABLE" not in env
+
+
+def test_megatron_master_and_last_node_prints_steps():
+    result = plan("megatron/mi3xx_megatron_llama_distributed.json", NETWORK, model="llama3_1_70b",
+                  gpu_arch="mi300x", iterations=10)
+    n1, n2 = result["nodes"]["n1"], result["nodes"]["n2"]
+    assert (n1["prints_steps"], n2["prints_steps"]) == (False, True)
+    assert n2["container"]["env"]["MASTER_ADDR"] == "10.0.0.1"
+    assert n2["container"]["env"]["MASTER_PORT"] == "6000"
+    assert n2["launch"]["workdir"] == "/workspace/Megatron-LM"
+    assert result["warmup_steps"] == 2
+
+
+def test_single_node_config_on_several_hosts_is_one_job_per_host():
+    result = plan("jax/mi300x_singlenode_llama3_1_70b.json")
+    assert [job["hosts"] for job in result["jobs"]] == [["n1"], ["n2"]]
+    for node in result["nodes"].values():
+        env = node["container"]["env"]
+        assert (node["node_rank"], node["nnodes"], node["coordinator_address"]) == (0, 1, "localhost")
+        assert (env["NNODES"], env["NODE_RANK"], env["JAX_COORDINATOR_IP"]) == ("1", "0", "localhost")
+        assert (env["NCCL_IB_DISABLE"], env["NCCL_SHM_DISABLE"], env["NCCL_P2P_DISABLE"]) == ("1", "0", "0")
+
+
+def test_changeme_thresholds_are_not_set_and_directions_are_right():
+    result = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)
+    assert [(t["metric"], t["set"], t["value"]) for t in result["thresholds"]] == [
+        ("tflops_per_sec_per_gpu", False, None), ("tokens_per_sec_per_gpu", False, None)]
+    single = plan("megatron/mi3xx_megatron_llama_single.json", model="llama3_1_8b", gpu_arch="mi300x",
+                  iterations=10)
+    by_metric = {t["metric"]: t for t in single["thresholds"]}
+    assert by_metric["elapsed_time_per_iteration"]["direction"] == "lower"
+    assert by_metric["elapsed_time_per_iteration"]["kind"] == "max"
+    assert by_metric["tokens_per_gpu"] == {"metric": "tokens_per_gpu", "kind": "min", "value": 6500.0,
+                                           "direction": "higher", "set": True}
+
+
+def test_user_id_resolves_to_the_remote_user_and_the_run_dir_follows():
+    result = plan("jax/mi300x_singlenode_llama3_1_70b.json", remote_user="alice")
+    node = result["nodes"]["n1"]
+    assert node["run_dir"] == "/home/alice/LOGS/clusterval/r1"
+    assert "/home/alice:/home/alice" in node["container"]["volumes"]
+    assert node["container"]["env"]["HF_HOME"] == "/home/alice/cache"
+
+
+def test_seed_70b_key_with_405b_dimensions_is_flagged():
+    result = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)
+    assert result["trains_model"] == "llama3.1-405b"
+    assert any("trains llama3.1-405b, not llama3.1-70b" in warning for warning in result["warnings"])
+    maxtext_yml = yaml.safe_load(result["nodes"]["n1"]["files"][1]["content"])
+    assert "model_name" not in maxtext_yml
+
+
+def test_nnodes_mismatch_warns_and_null_override_removes_a_mount():
+    overrides = copy.deepcopy(NETWORK)
+    overrides["config"].update(nnodes="4", container_config={"volume_dict": {"/dev/infiniband": None}})
+    result = plan("jax/mi300x_distributed_llama3_1_70b.json", overrides)
+    assert any("config.nnodes says 4" in warning for warning in result["warnings"])
+    assert not any(v.startswith("/dev/infiniband:") for v in result["nodes"]["n1"]["container"]["volumes"])
+
+
+def test_simulator_image_marks_the_plan_simulated():
+    result = plan("jax/mi300x_singlenode_llama3_1_70b.json",
+                  {"config": {"container_image": "clusterval/simulator:latest"}})
+    assert result["simulated"] is True
+
+
+def test_default_run_id_uses_utc_time_and_config_name():
+    options = PlanOptions(config_path="/c/x.json", now=datetime.datetime(2026, 11, 21, 10, 15, 0))
+    result = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)
+    assert result["run_id"] == "20261121T101500Z-x"
+
+
+def test_golden_maxtext_and_megatron_renderings():
+    jax = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)["nodes"]["n2"]
+    megatron = plan("megatron/mi35x_megatron_llama_single.json", model="llama3_1_70b", gpu_arch="mi355",
+                    iterations=20)["nodes"]["n1"]
+    rendered = {
+        "maxtext_env.json": json.dumps(jax["container"]["env"], indent=1, sort_keys=True) + "\n",
+        "maxtext_launch.sh": jax["files"][0]["content"],
+        "maxtext.yml": jax["files"][1]["content"],
+        "maxtext_command.txt": jax["launch"]["command"] + "\n",
+        "megatron_env.json": json.dumps(megatron["container"]["env"], indent=1, sort_keys=True) + "\n",
+        "megatron_launch.sh": megatron["files"][0]["content"],
+    }
+    for name, text in rendered.items():
+        path = os.path.join(GOLDEN, name)
+        if os.environ.get("UPDATE_GOLDEN"):
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        with open(path, encoding="utf-8") as handle:
+            assert text == handle.read(), name
+
+
+JAX_SINGLE = "jax/mi300x_singlenode_llama3_1_70b.json"
+MEG_SINGLE = "megatron/mi3xx_megatron_llama_single.json"
+BAD_INPUT = [
+    (JAX_SINGLE, {"config": {"training_steps": "0"}}, {}, "config.training_steps", ">= 1"),
+    (JAX_SINGLE, {"config": {"training_steps": "many"}}, {}, "config.training_steps", "an integer"),
+    (JAX_SINGLE, {}, {"iterations": -3}, "iterations", ">= 1"),
+    (JAX_SINGLE, {"config": {"container_name": "bad name!"}}, {}, "config.container_name", "Docker container"),
+    (JAX_SINGLE, {"config": {"container_config": {"env_dict": {"BAD-NAME": "1"}}}}, {},
+     "config.container_config.env_dict.BAD-NAME", "environment variable name"),
+    (JAX_SINGLE, {"config": {"nccl_debug": "INFO\nrm -rf /"}}, {}, "config.nccl_debug", "single-line"),
+    (JAX_SINGLE, {"config": {"shm_size": "256G\0"}}, {}, "config.shm_size", "without NUL"),
+    (JAX_SINGLE, {"model_params": {"single_node": {"llama3.1-70b": {"mi300x": {"result_dict": {
+        "tokens_per_sec_per_gpu": "fast"}}}}}}, {},
+     'model_params.single_node["llama3.1-70b"].mi300x.result_dict.tokens_per_sec_per_gpu', "a number"),
+    (JAX_SINGLE, {"model_params": {"single_node": {"llama3.1-70b": {"mi300x": {
+        "ici_fsdp_parallelism": "4"}}}}}, {}, 'model_params.single_node["llama3.1-70b"].mi300x', "GPUs per node"),
+    (JAX_SINGLE, {"model_params": {"single_node": {"llama3.1-70b": {"mi300x": {"xla_flags": {
+        "xla_gpu_graph_level": "high"}}}}}}, {}, "xla_flags.xla_gpu_graph_level", "an integer"),
+    (JAX_SINGLE, {"config": {"container_config": {"device_list": ["dev/kfd"]}}}, {},
+     "config.container_config.device_list[0]", "host[:container"),
+    (JAX_SINGLE, {"config": None}, {}, "config", "an object"),
+    (JAX_SINGLE, {}, {"model": "llama9"}, 'model_params.single_node.llama9', "llama3.1-70b"),
+    (JAX_SINGLE, {}, {"gpu_arch": "mi999"}, "mi999", "mi300x"),
+    (JAX_SINGLE, {}, {"run_id": "../etc"}, "run_id", "letters"),
+    (MEG_SINGLE, {"model_params": {"single_node": {"llama3_1_8b": {"mi300x": {"model_size": "13"}}}}},
+     {"model": "llama3_1_8b", "gpu_arch": "mi300x", "iterations": 5},
+     "model_params.single_node.llama3_1_8b.mi300x.model_size", "8 or 70"),
+]
+
+
+@pytest.mark.parametrize("name, overrides, options, path, expected", BAD_INPUT)
+def test_bad_input_names_path_and_expectation(name, overrides, options, path, expected):
+    with pytest.raises(ConfigError) as err:
+        plan(name, overrides, **options)
+    assert path in err.value.path
+    assert expected in str(err.value)
+
+
+def test_no_hosts_is_an_error():
+    with pytest.raises(ConfigError, match="hosts: expected at least one host"):
+        plan(JAX_SINGLE, hosts=[])
