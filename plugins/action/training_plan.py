@@ -10,7 +10,12 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._plan import (
+    Host,
+    PlanOptions,
+    compact_plan,
+    plan_run,
+)
 
 ARGUMENT_SPEC = {
     "config": {"type": "path", "required": True},
@@ -25,7 +30,19 @@ ARGUMENT_SPEC = {
     "remote_user": {"type": "str"},
     "warmup_steps": {"type": "int"},
     "gpus_per_node": {"type": "int", "default": 8},
+    "compact": {"type": "bool", "default": False},
 }
+
+
+def plan_result(plan):
+    """The task result for a plan: `plan` and the fact `training_plan` (one dict, serialised twice)."""
+    return {
+        "changed": False,
+        "plan": plan,
+        "ansible_facts": {"training_plan": plan},
+        "msg": "planned %s on %d host(s) in %d job(s), %s form" % (plan["framework"], len(plan["nodes"]),
+                                                                 len(plan["jobs"]), plan["form"]),
+    }
 
 
 class ActionModule(ActionBase):
@@ -49,6 +66,8 @@ class ActionModule(ActionBase):
             warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"])
         try:
             plan = plan_run(load_config_file(config_path), hosts, options)
+            if args["compact"]:
+                plan = compact_plan(plan)
         except ConfigError as exc:
             prefix = "" if exc.path == config_path else "training config %s: " % config_path
             result.update(failed=True, msg=prefix + exc.message,
@@ -56,9 +75,7 @@ class ActionModule(ActionBase):
             return result
         for warning in plan["warnings"]:
             self._display.warning(warning)
-        result.update(changed=False, plan=plan, ansible_facts={"training_plan": plan},
-                      msg="planned %s on %d host(s) in %d job(s)" % (plan["framework"], len(plan["nodes"]),
-                                                                     len(plan["jobs"])))
+        result.update(plan_result(plan))
         return result
 
     def _config_path(self, path):

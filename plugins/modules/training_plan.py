@@ -20,8 +20,9 @@ description:
   - Bad input fails the task with a message naming the JSON path, the expected and the found value; the
     list of problems is returned in RV(problems).
   - The plan is returned in RV(plan) and set as the fact C(training_plan). Run it with C(run_once) so that
-    the fact lands on every host of the play; a host finds its own part in
-    C(training_plan.nodes[inventory_hostname]).
+    the fact lands on every host of the play; a host finds its own part with
+    C(training_plan | clusterval.training.node_view(inventory_hostname)), which works with both forms of
+    the plan (see O(compact)).
 author:
   - clusterval developers
 options:
@@ -88,6 +89,19 @@ options:
       - GPUs per node; the MaxText C(ici_*) parallelism product must equal it.
     type: int
     default: 8
+  compact:
+    description:
+      - Return the plan in its compact form - what every node shares (files, container spec, environment,
+        launch, paths) is stored once in C(node_shared), what the nodes of a job share in
+        C(jobs[i].node_shared), and C(nodes[host]) keeps only what is the node's own (C(host), C(address),
+        C(job), C(node_rank), C(prints_steps), C(NODE_RANK), C(JAX_PROCESS_INDEX) and the like).
+      - The full form grows by about 5.9 KB per host (each node carries its own C(launch.sh), MaxText YAML,
+        container spec and environment); the compact form by a few hundred bytes. Use it from a few hundred
+        hosts on, where the full form exceeds what AWX or a fact cache accepts.
+      - Read a node's part with the filter P(clusterval.training.node_view#filter); it gives the same dict from
+        both forms.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -130,17 +144,28 @@ EXAMPLES = r"""
         nccl_ib_gid_index: "3"
   run_once: true
 
-- name: Show this host's container environment
+- name: Plan a large run in the compact form
+  clusterval.training.training_plan:
+    config: "{{ training_config }}"
+    compact: true
+  run_once: true
+
+- name: Show this host's container environment (either form)
   ansible.builtin.debug:
-    var: training_plan.nodes[inventory_hostname].container.env
+    msg: "{{ (training_plan | clusterval.training.node_view(inventory_hostname)).container.env }}"
 """
 
 RETURN = r"""
 plan:
-  description: The plan; its schema is documented in docs/architecture.md.
+  description:
+    - The plan; its schema is documented in docs/architecture.md.
+    - C(form) says which form it has, V(full) or V(compact) (see O(compact)). In the compact form the plan
+      also has C(node_shared) and every job C(node_shared), and C(nodes[host]) holds only the node's own
+      values.
   returned: success
   type: dict
   sample:
+    form: full
     framework: maxtext
     simulated: false
     config_name: mi300x_distributed_llama3_1_70b
@@ -166,7 +191,7 @@ msg:
   description: One line saying what was planned, or the error.
   returned: always
   type: str
-  sample: planned maxtext on 2 host(s) in 1 job(s)
+  sample: planned maxtext on 2 host(s) in 1 job(s), full form
 problems:
   description: Every input problem, each with the JSON path, the expected and the found value.
   returned: failure

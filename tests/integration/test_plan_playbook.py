@@ -95,3 +95,48 @@ def test_ad_hoc_module_call_with_names_outside_the_inventory(ansible_env):
     plan = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["plan"]
     assert plan["jobs"][0]["coordinator_address"] == "h1"
     assert plan["nodes"]["h2"]["container"]["env"]["NCCL_IB_HCA"] == "mlx5_0"
+
+
+NODE_VIEW_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Plan
+      clusterval.training.training_plan:
+        config: %(config)s
+        model: llama3_1_8b
+        gpu_arch: mi300x
+        iterations: 10
+        run_id: node-view
+        compact: "{{ compact_form | bool }}"
+        overrides: "{{ training_overrides }}"
+      run_once: true
+      register: planned
+
+    - name: Node view
+      ansible.builtin.debug:
+        msg:
+          form: "{{ training_plan.form }}"
+          node: "{{ training_plan | clusterval.training.node_view(inventory_hostname) }}"
+          own_part: "{{ planned.plan.nodes[inventory_hostname] }}"
+"""
+
+
+def test_node_view_filter_in_a_playbook_gives_the_same_node_from_both_forms(ansible_env, tmp_path):
+    env, inventory = ansible_env
+    playbook = tmp_path / "node_view.yml"
+    playbook.write_text(NODE_VIEW_PLAYBOOK % {"config": os.path.join(REPO, CONFIG)})
+    views = {}
+    for compact in ("false", "true"):
+        argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, str(playbook),
+                "-e", "compact_form=" + compact, "-e", json.dumps(OVERRIDES)]
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        views[compact] = {host: result["msg"] for host, result in task_results(proc.stdout, "Node view").items()}
+    for rank, host in enumerate(("n1", "n2", "n3")):
+        full, compact = views["false"][host], views["true"][host]
+        assert (full["form"], compact["form"]) == ("full", "compact")
+        assert full["node"] == full["own_part"] == compact["node"]
+        assert compact["own_part"]["container"] == {"env": {"NODE_RANK": str(rank)}}
+    assert views["true"]["n3"]["node"]["prints_steps"] is True
+    assert views["true"]["n3"]["node"]["container"]["env"]["MASTER_ADDR"] == "10.9.0.1"

@@ -8,7 +8,13 @@ import yaml
 
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._plan import (
+    Host,
+    PlanOptions,
+    compact_plan,
+    node_view,
+    plan_run,
+)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 GOLDEN = os.path.join(REPO, "tests", "unit", "golden")
@@ -208,3 +214,109 @@ def test_bad_input_names_path_and_expectation(name, overrides, options, path, ex
 def test_no_hosts_is_an_error():
     with pytest.raises(ConfigError, match="hosts: expected at least one host"):
         plan(JAX_SINGLE, hosts=[])
+
+
+# -- compact form ---------------------------------------------------------------------------------
+
+THREE_HOSTS = [Host("n1", "10.0.0.1"), Host("n2", "10.0.0.2"), Host("n3", "10.0.0.3")]
+SINGLE_NODE_SEEDS = [(name, model, arch) for name, model, arch, _ in SEEDS if "single" in name]
+
+
+def hosts(count):
+    return [Host("node%04d" % index, "10.1.%d.%d" % (index // 256, index % 256)) for index in range(count)]
+
+
+def assert_node_view_gives_every_full_node(full):
+    compact = json.loads(json.dumps(compact_plan(full)))
+    assert compact["form"] == "compact" and full["form"] == "full"
+    assert list(compact["nodes"]) == list(full["nodes"])
+    for host, node in full["nodes"].items():
+        assert node_view(compact, host) == node
+        assert node_view(full, host) is node
+    return compact
+
+
+@pytest.mark.parametrize("name, model, arch, unset", SEEDS)
+def test_node_view_of_the_compact_form_is_the_full_node_for_every_seed(name, model, arch, unset):
+    full = plan(name, NETWORK, hosts=THREE_HOSTS, model=model, gpu_arch=arch, iterations=12)
+    compact = assert_node_view_gives_every_full_node(full)
+    assert {key: value for key, value in compact.items() if key not in ("form", "jobs", "nodes", "node_shared")} \
+        == {key: value for key, value in full.items() if key not in ("form", "jobs", "nodes")}
+    assert [{key: value for key, value in job.items() if key != "node_shared"} for job in compact["jobs"]] \
+        == full["jobs"]
+
+
+@pytest.mark.parametrize("name, model, arch", SINGLE_NODE_SEEDS)
+def test_node_view_of_single_node_configs_on_several_hosts(name, model, arch):
+    full = plan(name, NETWORK, hosts=hosts(5), model=model, gpu_arch=arch, iterations=12)
+    compact = assert_node_view_gives_every_full_node(full)
+    assert len(compact["jobs"]) == 5
+    assert compact["jobs"][3]["node_shared"] == {"container": {"labels": {"clusterval.job": "job-3"}}}
+    assert compact["nodes"]["node0003"] == {"host": "node0003", "address": "10.1.0.3", "job": "job-3",
+                                            "node_rank": 0, "prints_steps": True}
+
+
+def test_compact_nodes_keep_only_what_differs_and_files_are_stored_once():
+    full = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK, hosts=THREE_HOSTS)
+    compact = compact_plan(full)
+    assert compact["nodes"]["n2"] == {"host": "n2", "address": "10.0.0.2", "job": "job-0", "node_rank": 1,
+                                      "prints_steps": True,
+                                      "container": {"env": {"NODE_RANK": "1", "JAX_PROCESS_INDEX": "1"}}}
+    shared = compact["node_shared"]
+    assert [item["path"] for item in shared["files"]] == ["/home/root/LOGS/clusterval/r1/launch.sh",
+                                                          "/home/root/LOGS/clusterval/r1/maxtext.yml"]
+    assert shared["container"]["env"]["JAX_PROCESS_COUNT"] == "3"
+    assert "NODE_RANK" not in shared["container"]["env"]
+    assert shared["container"]["labels"] == {"clusterval.run_id": "r1", "clusterval.job": "job-0"}
+    assert json.dumps(compact).count("#!/bin/sh") == 1
+    assert json.dumps(full).count("#!/bin/sh") == 3
+
+
+def test_megatron_compact_nodes_keep_their_rank_and_step_printing():
+    full = plan("megatron/mi3xx_megatron_llama_distributed.json", NETWORK, hosts=THREE_HOSTS,
+                model="llama3_1_8b", gpu_arch="mi300x", iterations=10)
+    nodes = compact_plan(full)["nodes"]
+    assert [(node["node_rank"], node["prints_steps"], node["container"]["env"]) for node in nodes.values()] == [
+        (0, False, {"NODE_RANK": "0"}), (1, False, {"NODE_RANK": "1"}), (2, True, {"NODE_RANK": "2"})]
+
+
+def test_a_value_that_differs_on_one_node_stays_with_that_node():
+    full = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK, hosts=THREE_HOSTS)
+    full["nodes"]["n3"]["gpus"] = 4
+    full["nodes"]["n3"]["container"]["env"]["EXTRA"] = "only-n3"
+    compact = assert_node_view_gives_every_full_node(full)
+    assert "gpus" not in compact["node_shared"]
+    assert compact["nodes"]["n1"]["gpus"] == 8
+    assert compact["nodes"]["n3"]["container"]["env"]["EXTRA"] == "only-n3"
+
+
+@pytest.mark.parametrize("name, model, arch", [
+    ("jax/mi300x_distributed_llama3_1_70b.json", None, None),
+    ("megatron/mi3xx_megatron_llama_distributed.json", "llama3_1_8b", "mi300x"),
+    ("jax/mi300x_singlenode_llama3_1_70b.json", None, None),
+    ("megatron/mi35x_megatron_llama_single.json", "llama3_1_70b", "mi355"),
+])
+def test_compact_form_grows_by_at_most_400_bytes_per_host(name, model, arch):
+    def size(count):
+        full = plan(name, NETWORK, hosts=hosts(count), model=model, gpu_arch=arch, iterations=12)
+        return len(json.dumps(compact_plan(full)))
+    small, large = size(2), size(258)
+    assert (large - small) / 256 <= 400
+    assert size(2) < 2 * len(json.dumps(plan(name, NETWORK, hosts=hosts(1), model=model, gpu_arch=arch,
+                                             iterations=12)))
+
+
+def test_compact_plan_of_a_compact_plan_is_the_same():
+    compact = compact_plan(plan(JAX_SINGLE))
+    assert compact_plan(compact) == compact
+
+
+def test_node_view_of_an_unknown_host_names_the_hosts_of_the_plan():
+    compact = compact_plan(plan(JAX_SINGLE))
+    with pytest.raises(ConfigError, match=r"plan.nodes.n9: expected a host of the plan \(n1, n2\)"):
+        node_view(compact, "n9")
+    with pytest.raises(ConfigError, match="expected a training plan"):
+        node_view({"framework": "maxtext"}, "n1")
+    broken = dict(compact, jobs=[])
+    with pytest.raises(ConfigError, match="plan.nodes.n1.job: expected the name of a job"):
+        node_view(broken, "n1")
