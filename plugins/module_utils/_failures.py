@@ -1,0 +1,128 @@
+"""Failure signatures of distributed training output, each with a class.
+
+A signature is a literal that is searched for with ``bytes.find`` (fast, so a
+gigabyte of NCCL INFO noise costs little), optionally refined by a regex on
+the matching line. User patterns are regexes with a class.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Optional, Pattern
+
+CLASSES = ("network", "gpu", "memory", "coordination", "crash", "nan", "timeout")
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    failure_class: str
+    literal: bytes
+    refine: Optional[Pattern[str]] = None
+
+    @property
+    def text(self) -> str:
+        return self.literal.decode()
+
+
+def _sig(name: str, failure_class: str, literal: str, refine: Optional[str] = None) -> Signature:
+    return Signature(name, failure_class, literal.encode(), re.compile(refine) if refine else None)
+
+
+BUILTIN_SIGNATURES: List[Signature] = [
+    # first match wins: the GPU cause that NCCL/RCCL reports beats the generic NCCL signatures
+    _sig("hip_failure", "gpu", "HIP failure"),
+    _sig("unhandled_cuda_error", "gpu", "unhandled cuda error"),
+    # network (NCCL/RCCL, PyTorch distributed backend)
+    _sig("nccl_warn", "network", "NCCL WARN"),
+    _sig("nccl_error", "network", "NCCL error"),
+    _sig("nccl_system_error", "network", "ncclSystemError"),
+    _sig("nccl_remote_error", "network", "ncclRemoteError"),
+    _sig("nccl_unhandled_system_error", "network", "unhandled system error"),
+    _sig("nccl_test_failure", "network", "Test NCCL failure"),
+    _sig("nccl_catastrophic", "network", "local work queue catastrophic error"),
+    _sig("dist_backend_error", "network", "DistBackendError"),
+    _sig("remote_network_error", "network", "there was a network error"),
+    # timeouts
+    _sig("nccl_timeout", "timeout", "NCCL timeout"),
+    _sig("watchdog_timeout", "timeout", "Watchdog caught collective operation timeout"),
+    _sig("deadline_exceeded", "timeout", "DEADLINE_EXCEEDED"),
+    # coordination (JAX distributed service)
+    _sig("coordination_service_error", "coordination", "CoordinationServiceError"),
+    _sig("jax_fatal", "coordination", "Terminating process because the JAX distributed service detected fatal errors"),
+    _sig("tasks_unhealthy", "coordination", "UNAVAILABLE: The following tasks are unhealthy"),
+    _sig("coordination_rpc", "coordination", "UNAVAILABLE: Failed to send RPC to coordination service"),
+    _sig("task_not_connected", "coordination", "FAILED_PRECONDITION: Task with incarnation id"),
+    # gpu
+    _sig("no_visible_gpu", "gpu", "FAILED_PRECONDITION: No visible GPU devices"),
+    _sig("hw_exception", "gpu", "HW Exception by GPU"),
+    _sig("gpu_hang", "gpu", "GPU Hang"),
+    _sig("gpu_reset", "gpu", "GPU Reset"),
+    _sig("uncorrectable", "gpu", "Uncorrectable error"),
+    _sig("hip_no_device", "gpu", "hipErrorNoDevice"),
+    _sig("hip_illegal_state", "gpu", "hipErrorIllegalState"),
+    _sig("tpu_slice_failure", "gpu", "SLICE_FAILURE_CHIP_DRIVER_ERROR"),
+    _sig("accelerator_fatal", "gpu", "A program or fatal error occurred"),
+    # memory
+    _sig("xla_oom", "memory", "RESOURCE_EXHAUSTED: Out of memory"),
+    _sig("hip_oom", "memory", "HIP out of memory"),
+    _sig("cuda_oom", "memory", "CUDA out of memory"),
+    _sig("torch_oom", "memory", "OutOfMemoryError"),
+    # crash
+    _sig("segfault", "crash", "Segmentation fault"),
+    _sig("sigsegv", "crash", "SIGSEGV"),
+    _sig("core_dumped", "crash", "core dumped"),
+    _sig("fatal_python", "crash", "Fatal Python error"),
+    _sig("traceback", "crash", "Traceback (most recent call last)"),
+    _sig("module_not_found", "crash", "ModuleNotFoundError"),
+    _sig("child_failed", "crash", "ChildFailedError"),
+    _sig("terminate_called", "crash", "terminate called after throwing"),
+    _sig("exitcode", "crash", "exitcode  :", r"exitcode\s+:\s*-?[1-9]"),
+    _sig("job_cancelled", "crash", "CANCELLED AT"),
+    # nan
+    _sig("unexpected_nan", "nan", "Unexpected result nan"),
+    _sig("found_nan", "nan", "found NaN in"),
+]
+
+
+# Literals that every signature above contains: a line is looked at only when it
+# holds one of them. Each costs one bytes.find over every chunk, and short ones
+# scan slower, so they are few and as long as sharing allows.
+ANCHORS: List[bytes] = [
+    b"rror", b"ailure", b"NCCL WARN", b"timeout", b"EXCEEDED", b"UNAVAILABLE", b"PRECONDITION", b"ut of memory",
+    b"Terminating process", b"GPU", b"SLICE_FAILURE", b"Segmentation fault", b"SIGSEGV", b"core dumped",
+    b"Traceback (most recent", b"exitcode  :", b"CANCELLED AT", b"terminate called", b"result nan", b"found NaN",
+]
+
+
+def anchor_of(literal: bytes) -> Optional[bytes]:
+    return next((anchor for anchor in ANCHORS if anchor in literal), None)
+
+
+@dataclass(frozen=True)
+class UserPattern:
+    name: str
+    failure_class: str
+    regex: Pattern[bytes]
+
+
+def compile_user_patterns(patterns: Optional[Iterable[Any]], path: str = "patterns") -> List[UserPattern]:
+    """Validate ``[{regex, class}]``; raise ValueError naming the bad entry."""
+    compiled: List[UserPattern] = []
+    for index, entry in enumerate(patterns or []):
+        where = "%s[%d]" % (path, index)
+        if not isinstance(entry, dict) or not isinstance(entry.get("regex"), str):
+            raise ValueError("%s: expected a dict with a string 'regex', found %r" % (where, entry))
+        failure_class = entry.get("class", "crash")
+        if failure_class not in CLASSES:
+            raise ValueError("%s.class: expected one of %s, found %r" % (where, ", ".join(CLASSES), failure_class))
+        try:
+            regex = re.compile(entry["regex"].encode("utf-8"), re.MULTILINE)
+        except re.error as exc:
+            raise ValueError("%s.regex: expected a valid regular expression, found %r (%s)" % (where, entry["regex"], exc))
+        compiled.append(UserPattern(entry.get("name") or entry["regex"], failure_class, regex))
+    return compiled
+
+
+def signature_matches(signature: Signature, line: str) -> bool:
+    return signature.refine is None or signature.refine.search(line) is not None

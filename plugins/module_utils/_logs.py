@@ -1,0 +1,478 @@
+"""Incremental parsers for MaxText, Megatron-LM (and Primus) and NxDT output.
+
+``parse_log(path, offset=...)`` reads only what lies after ``offset``, in
+fixed-size chunks, and returns the step lines, failure lines and the offset of
+the end of the last complete line. A partial last line is left for the next
+read. Lines longer than ``MAX_LINE`` are skipped. Only lines that contain one
+of a few literals (found with ``bytes.find`` over the whole chunk) are decoded
+and matched against regexes, which keeps the cost of NCCL INFO noise low.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import deque
+from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import SteadyMeans
+from ansible_collections.clusterval.training.plugins.module_utils._failures import (
+    ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_user_patterns, signature_matches)
+
+CHUNK_SIZE = 1024 * 1024
+MAX_LINE = 64 * 1024
+MAX_ERROR_TEXT = 500
+FRAMEWORKS = ("maxtext", "megatron", "nxdt")
+SIMULATOR_BANNER = "[clusterval simulator]"
+NCCL_INFO = b" NCCL INFO "
+ANCHOR_TEXTS = tuple(anchor.decode() for anchor in ANCHORS)
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[[0-9;]{0,8}m")
+_NUMBER = re.compile(r"\s*([-+]?(?:nan|inf(?:inity)?|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))", re.I)
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+
+_MAXTEXT_STEP = re.compile(r"completed step: (\d+), (.*)")
+_MAXTEXT_EVAL = re.compile(r"(?:eval metrics after step: |Completed eval after train step )(\d+), (.*)")
+_MAXTEXT_KEYS = {
+    "seconds": "seconds",
+    "tflop/s/device": "tflops_per_sec_per_gpu",
+    "tflop/s": "tflops_per_sec_per_gpu",
+    "tokens/s/device": "tokens_per_sec_per_gpu",
+}
+
+_MEGATRON_ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
+_MEGATRON_KEYS = {
+    "elapsed time per iteration (ms)": "elapsed_time_per_iteration",
+    "throughput per gpu (tflop/s/gpu)": "throughput_per_gpu",
+    "tflop/s/gpu": "throughput_per_gpu",
+    "tflops": "throughput_per_gpu",
+    "tokens per gpu (tokens/s/gpu)": "tokens_per_gpu",
+    "mem usages": "mem_usage",
+    "lm loss": "loss",
+    "loss": "loss",
+    "number of skipped iterations": "skipped_iterations",
+    "number of nan iterations": "nan_iterations",
+}
+_HIP_MEM = re.compile(r"([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%")
+
+# Summary lines of the ROCm example script and of primus-cli.
+_SCRIPT_SUMMARY = re.compile(
+    r"^#?\s*(throughput per GPU|elapsed time per iteration|tokens/GPU/s|mem usages):\s*(\S+)\s*$")
+_SCRIPT_SUMMARY_KEYS = {
+    "throughput per GPU": "throughput_per_gpu",
+    "elapsed time per iteration": "elapsed_time_per_iteration",
+    "tokens/GPU/s": "tokens_per_gpu",
+    "mem usages": "mem_usage",
+}
+_PRIMUS_SUMMARY = re.compile(
+    r"^#?\s*(Throughput \(TFLOP/s/GPU\)|Tokens \(tokens/s/GPU\)|Time per iteration \(ms\)) - .*Avg: ([\d.]+)")
+_PRIMUS_SUMMARY_KEYS = {
+    "Throughput (TFLOP/s/GPU)": "throughput_per_gpu",
+    "Tokens (tokens/s/GPU)": "tokens_per_gpu",
+    "Time per iteration (ms)": "elapsed_time_per_iteration",
+}
+
+_NXDT_STEP = re.compile(r"global_step=([\d.]+)")
+_NXDT_FIELDS = re.compile(r"(reduced_train_loss|throughput|lr)=([-+\w.]+)")
+_NXDT_SPEED = re.compile(r"([\d.]+)s/it")
+
+# Literals that select the lines worth parsing as steps or summaries, per format
+# (see ANCHORS in _failures for the failure lines).
+_STEP_ANCHORS = {
+    "maxtext": [b"completed step: ", b"eval metrics after", b"Completed eval after"],
+    "megatron": [b"iteration", b"GPU", b"mem usages"],
+    "nxdt": [b"global_step="],
+}
+
+
+def to_number(text: str) -> Optional[float]:
+    match = _NUMBER.match(text)
+    return float(match.group(1)) if match else None
+
+
+@lru_cache(maxsize=1024)
+def snake(name: str) -> str:
+    return _NON_WORD.sub("_", name.lower()).strip("_")
+
+
+def clean_line(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    if "\x1b" in text or "m[" in text or "[0m" in text:
+        text = _ANSI.sub("", text)
+    return text
+
+
+def nonfinite_fields(step: Dict[str, Any]) -> List[str]:
+    return sorted(k for k, v in step.items() if isinstance(v, float) and not math.isfinite(v))
+
+
+def parse_maxtext_step(text: str) -> Optional[Dict[str, Any]]:
+    if "[Rampup Batch Size Phase]" in text:
+        return None
+    match = _MAXTEXT_STEP.search(text)
+    if not match:
+        return None
+    step: Dict[str, Any] = {"step": int(match.group(1))}
+    for part in match.group(2).split(", "):
+        key, sep, value = part.partition(":")
+        number = to_number(value) if sep else None
+        if number is not None:
+            step[_MAXTEXT_KEYS.get(key.strip().lower(), snake(key))] = number
+    return step if len(step) > 1 else None
+
+
+def parse_maxtext_eval(text: str) -> Optional[Dict[str, Any]]:
+    match = _MAXTEXT_EVAL.search(text)
+    if not match:
+        return None
+    record: Dict[str, Any] = {"step": int(match.group(1))}
+    for part in match.group(2).split(", "):
+        key, sep, value = part.partition("=")
+        number = to_number(value) if sep else None
+        if number is not None:
+            record[snake(key)] = number
+    return record
+
+
+def _megatron_field(step: Dict[str, Any], key: str, value: str) -> None:
+    lowered = key.strip().lower()
+    if lowered.startswith("hip mem usage"):
+        match = _HIP_MEM.search(value)
+        if match:
+            step["mem_used_gb"] = float(match.group(1))
+            step["mem_usage"] = float(match.group(4)) / 100.0
+        return
+    instant, _, average = value.strip().partition("/")
+    number = to_number(instant)
+    if number is None:
+        return
+    if lowered == "elapsed time per iteration (s)":
+        lowered, number = "elapsed time per iteration (ms)", number * 1000.0
+    name = _MEGATRON_KEYS.get(lowered, snake(lowered))
+    if name == "throughput_per_gpu" and name in step:
+        return
+    step[name] = number
+    if lowered == "lm loss":
+        step["lm_loss"] = number
+    average_number = to_number(average) if average else None
+    if average_number is not None:
+        step[name + "_avg"] = average_number
+
+
+def parse_megatron_step(text: str, seq_length: Optional[int] = None,
+                        world_size: Optional[int] = None) -> Optional[Dict[str, Any]]:
+    match = _MEGATRON_ITER.search(text)
+    if not match:
+        return None
+    step: Dict[str, Any] = {"step": int(match.group(1)), "total_steps": int(match.group(2))}
+    for part in match.group(3).split("|"):
+        key, sep, value = part.partition(":")
+        if sep:
+            _megatron_field(step, key, value)
+    if "elapsed_time_per_iteration" not in step:
+        return None
+    step["seconds"] = step["elapsed_time_per_iteration"] / 1000.0
+    if "tokens_per_gpu" not in step and seq_length and world_size and step.get("global_batch_size"):
+        if step["seconds"] > 0:
+            step["tokens_per_gpu"] = step["global_batch_size"] * seq_length / (step["seconds"] * world_size)
+    return step
+
+
+def parse_script_summary(text: str) -> Optional[Tuple[str, float]]:
+    match = _SCRIPT_SUMMARY.match(text.strip())
+    if match:
+        number = to_number(match.group(2))
+        return (_SCRIPT_SUMMARY_KEYS[match.group(1)], number) if number is not None else None
+    match = _PRIMUS_SUMMARY.match(text.strip())
+    if match:
+        return _PRIMUS_SUMMARY_KEYS[match.group(1)], float(match.group(2))
+    return None
+
+
+def parse_nxdt_step(text: str) -> Optional[Dict[str, Any]]:
+    match = _NXDT_STEP.search(text)
+    if not match:
+        return None
+    step: Dict[str, Any] = {"step": int(float(match.group(1)))}
+    for key, value in _NXDT_FIELDS.findall(text):
+        number = to_number(value)
+        if number is not None:
+            step["loss" if key == "reduced_train_loss" else key] = number
+    speed = _NXDT_SPEED.search(text)
+    if speed:
+        step["seconds"] = float(speed.group(1))
+    return step
+
+
+@dataclass
+class ParseResult:
+    """What one read found. ``steps`` keeps the latest ``max_steps`` only, so memory stays
+    bounded; ``last_step``, ``steps_total`` and ``steady`` cover every step read."""
+    framework: Optional[str]
+    offset: int
+    lineno: int
+    size: int
+    steps: Any = field(default_factory=list)
+    steps_total: int = 0
+    last_step: Optional[int] = None
+    total_steps: Optional[int] = None
+    steady: Optional[SteadyMeans] = None
+    evals: Any = field(default_factory=lambda: deque(maxlen=100))
+    errors: List[Dict[str, Any]] = field(default_factory=list)
+    errors_total: int = 0
+    script_summary: Dict[str, float] = field(default_factory=dict)
+    simulated: bool = False
+    skipped_long_lines: int = 0
+
+
+class LogParser:
+    """Parses complete lines handed over in chunks; keeps no log text."""
+
+    def __init__(self, framework: str = "auto", patterns: Optional[Iterable[Any]] = None,
+                 seq_length: Optional[int] = None, world_size: Optional[int] = None,
+                 max_errors: int = 100, max_steps: Optional[int] = None, warmup_steps: Optional[int] = None) -> None:
+        if framework not in FRAMEWORKS + ("auto",):
+            raise ValueError("framework: expected one of maxtext, megatron, nxdt, auto, found %r" % (framework,))
+        self.requested = framework
+        self.user_patterns: List[UserPattern] = compile_user_patterns(patterns)
+        self.seq_length = seq_length
+        self.world_size = world_size
+        self.max_errors = max_errors
+        self.max_steps = max_steps
+        self.warmup_steps = warmup_steps
+        kinds = FRAMEWORKS if framework == "auto" else (framework,)
+        literals = [lit for kind in kinds for lit in _STEP_ANCHORS[kind]]
+        literals += ANCHORS + [SIMULATOR_BANNER.encode()]
+        self.literals = list(dict.fromkeys(literals))
+        self.kinds = kinds
+
+    def new_result(self, offset: int, lineno: int, size: int) -> ParseResult:
+        detected = None if self.requested == "auto" else self.requested
+        steps = deque(maxlen=self.max_steps) if self.max_steps is not None else []
+        return ParseResult(framework=detected, offset=offset, lineno=lineno, size=size, steps=steps)
+
+    def candidate_lines(self, buf: bytes) -> Dict[int, int]:
+        """Start -> end of every line holding one of the literals or user patterns."""
+        hits: Dict[int, int] = {}
+        for literal in self.literals:
+            index = buf.find(literal)
+            while index >= 0:
+                start = buf.rfind(b"\n", 0, index) + 1
+                end = buf.find(b"\n", index)
+                end = len(buf) if end < 0 else end
+                hits.setdefault(start, end)
+                index = buf.find(literal, end)
+        for pattern in self.user_patterns:
+            for match in pattern.regex.finditer(buf):
+                start = buf.rfind(b"\n", 0, match.start()) + 1
+                end = buf.find(b"\n", match.start())
+                hits.setdefault(start, len(buf) if end < 0 else end)
+        return hits
+
+    def feed(self, buf: bytes, result: ParseResult) -> None:
+        """Parse ``buf``, made of complete lines only; advances ``result.lineno``."""
+        if not self.user_patterns and buf.count(NCCL_INFO) * 2 > buf.count(b"\n"):
+            self.feed_without_nccl_info(buf, result)
+            return
+        self.parse_hits(buf, None, result)
+        result.lineno += buf.count(b"\n")
+
+    def feed_without_nccl_info(self, buf: bytes, result: ParseResult) -> None:
+        """NCCL INFO lines (often most of a gigabyte log) hold no step and no signature: drop them first."""
+        lines = buf.split(b"\n")
+        kept_index = [i for i, line in enumerate(lines) if NCCL_INFO not in line]
+        kept = b"\n".join([lines[i] for i in kept_index])
+        self.parse_hits(kept, kept_index, result)
+        result.lineno += len(lines) - 1
+
+    def parse_hits(self, buf: bytes, line_index: Optional[List[int]], result: ParseResult) -> None:
+        """Parse the candidate lines of ``buf``; ``line_index`` maps its lines to the chunk's."""
+        hits = self.candidate_lines(buf)
+        position, line = 0, 0
+        for start in sorted(hits):
+            line += buf.count(b"\n", position, start)
+            position = start
+            end = hits[start]
+            if end - start > MAX_LINE:
+                result.skipped_long_lines += 1
+                continue
+            lineno = result.lineno + (line if line_index is None else line_index[line]) + 1
+            self.parse_line(clean_line(buf[start:end]), lineno, result)
+
+    def parse_line(self, text: str, lineno: int, result: ParseResult) -> None:
+        if SIMULATOR_BANNER in text:
+            result.simulated = True
+        step = self.parse_step(text, result)
+        if step is not None:
+            self.add_step(step, text, lineno, result)
+        self.match_failures(text, lineno, result)
+
+    def parse_step(self, text: str, result: ParseResult) -> Optional[Dict[str, Any]]:
+        for kind in self.kinds:
+            if kind == "maxtext":
+                step = parse_maxtext_step(text)
+                if step is None:
+                    record = parse_maxtext_eval(text)
+                    if record is not None:
+                        result.evals.append(record)
+            elif kind == "megatron":
+                step = parse_megatron_step(text, self.seq_length, self.world_size)
+                if step is None:
+                    summary = parse_script_summary(text)
+                    if summary is not None:
+                        result.script_summary[summary[0]] = summary[1]
+            else:
+                step = parse_nxdt_step(text)
+            if step is not None:
+                if result.framework is None:
+                    result.framework = kind
+                return step if result.framework == kind else None
+        return None
+
+    def add_step(self, step: Dict[str, Any], text: str, lineno: int, result: ParseResult) -> None:
+        bad = nonfinite_fields(step)
+        if bad:
+            step["nonfinite"] = bad
+        if bad or step.get("nan_iterations", 0) > 0:
+            self.add_error(result, "nan", lineno, text, "nonfinite_step_values" if bad else "nan_iterations")
+        if result.steady is None:
+            result.steady = SteadyMeans(result.framework, self.warmup_steps)
+        result.steady.add(step)
+        result.last_step = step["step"] if result.last_step is None else max(result.last_step, step["step"])
+        result.total_steps = step.get("total_steps", result.total_steps)
+        if result.steps and result.steps[-1]["step"] == step["step"] and result.framework == "nxdt":
+            result.steps[-1] = step
+        else:
+            result.steps.append(step)
+            result.steps_total += 1
+
+    def match_failures(self, text: str, lineno: int, result: ParseResult) -> None:
+        if any(anchor in text for anchor in ANCHOR_TEXTS):
+            for signature in BUILTIN_SIGNATURES:
+                if signature.text in text and signature_matches(signature, text):
+                    self.add_error(result, signature.failure_class, lineno, text, signature.name)
+                    return
+        for pattern in self.user_patterns:
+            if pattern.regex.search(text.encode("utf-8", errors="replace")):
+                self.add_error(result, pattern.failure_class, lineno, text, pattern.name)
+                return
+
+    def add_error(self, result: ParseResult, failure_class: str, lineno: int, text: str, pattern: str) -> None:
+        result.errors_total += 1
+        if len(result.errors) < self.max_errors:
+            result.errors.append({"class": failure_class, "line": lineno, "lineno": lineno,
+                                  "text": text.strip()[:MAX_ERROR_TEXT], "pattern": pattern})
+
+
+def iter_complete_chunks(handle: Any, chunk_size: int = CHUNK_SIZE):
+    """Yield (bytes of complete lines, bytes skipped) until EOF; the partial tail stays unread.
+
+    The caller's offset advances by len(chunk) + skipped for each item.
+    Overlong lines (no newline within MAX_LINE) are dropped when their end
+    is found; an overlong partial last line is left for the next read.
+    """
+    tail = b""
+    skipping = 0
+    while True:
+        data = handle.read(chunk_size)
+        if not data:
+            return
+        if skipping:
+            newline = data.find(b"\n")
+            if newline < 0:
+                skipping += len(data)
+                continue
+            yield b"", skipping + newline + 1
+            skipping, data = 0, data[newline + 1:]
+        buf = tail + data
+        cut = buf.rfind(b"\n") + 1
+        tail = buf[cut:]
+        if cut:
+            yield buf[:cut], 0
+        if len(tail) > MAX_LINE:
+            skipping, tail = len(tail), b""
+
+
+def parse_log(path: str, framework: str = "auto", offset: int = 0, lineno: int = 0,
+              patterns: Optional[Iterable[Any]] = None, seq_length: Optional[int] = None,
+              world_size: Optional[int] = None, parser: Optional[LogParser] = None) -> ParseResult:
+    """Parse ``path`` from ``offset``; raises OSError when it cannot be read.
+
+    Pass a ``parser`` built with ``max_steps`` to bound the steps kept in memory.
+    """
+    parser = parser or LogParser(framework, patterns, seq_length, world_size)
+    size = os.path.getsize(path)
+    if offset > size:  # the file was truncated or replaced: start again
+        offset, lineno = 0, 0
+    result = parser.new_result(offset, lineno, size)
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        for buf, skipped in iter_complete_chunks(handle):
+            if skipped:
+                result.skipped_long_lines += 1
+                result.lineno += 1
+            parser.feed(buf, result)
+            result.offset += len(buf) + skipped
+    return result
+
+
+def parse_text(text: str, framework: str = "auto", patterns: Optional[Iterable[Any]] = None,
+               seq_length: Optional[int] = None, world_size: Optional[int] = None) -> ParseResult:
+    """Parse complete lines held in memory (tests, small excerpts)."""
+    parser = LogParser(framework, patterns, seq_length, world_size)
+    data = text.encode("utf-8")
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    result = parser.new_result(0, 0, len(data))
+    parser.feed(data, result)
+    result.offset = len(data)
+    return result
+
+
+def read_exit_code(path: Optional[str]) -> Optional[int]:
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, "r", errors="replace") as handle:
+        text = handle.read(64).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def is_completed(result: ParseResult, final_step: Optional[int]) -> bool:
+    target = final_step if final_step is not None else result.total_steps
+    return result.last_step is not None and target is not None and result.last_step >= target
+
+
+def run_training_log(params: Dict[str, Any]) -> Dict[str, Any]:
+    """The training_log module's work: parse from the offset, return a small result."""
+    for name in ("offset", "lineno", "max_steps"):
+        if params.get(name) is not None and params[name] < 0:
+            raise ValueError("%s: expected a number >= 0, found %s" % (name, params[name]))
+    max_steps = params.get("max_steps")
+    parser = LogParser(params.get("framework") or "auto", params.get("patterns"), params.get("seq_length"),
+                       params.get("world_size"), max_steps=max_steps, warmup_steps=params.get("warmup_steps"))
+    result = parse_log(params["path"], offset=params.get("offset") or 0, lineno=params.get("lineno") or 0,
+                       parser=parser)
+    steady = result.steady or SteadyMeans(result.framework, params.get("warmup_steps"))
+    return {
+        "log_path": params["path"],
+        "framework": result.framework,
+        "steps": list(result.steps),
+        "steps_total": result.steps_total,
+        "last_step": result.last_step,
+        "completed": is_completed(result, params.get("final_step")),
+        "errors": result.errors,
+        "errors_total": result.errors_total,
+        "offset": result.offset,
+        "lineno": result.lineno,
+        "summary": steady.means(result.script_summary),
+        "evals": list(result.evals),
+        "exit_code": read_exit_code(params.get("exit_code_path")),
+        "simulated": result.simulated,
+        "size": result.size,
+        "skipped_long_lines": result.skipped_long_lines,
+    }

@@ -1,0 +1,27 @@
+"""Access to the real log excerpts in <repo>/../shared/fixtures/real-logs (skipped when absent)."""
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+REAL_LOGS = os.path.normpath(os.path.join(REPO, "..", "shared", "fixtures", "real-logs"))
+SYNTHETIC_LOGS = os.path.join(REPO, "tests", "fixtures", "logs")
+_EXCERPT = re.compile(r"^=== \[([A-Z]{2}-\d+)\] ===$.*?^--- BEGIN VERBATIM ---\n(.*?)^--- END VERBATIM ---$",
+                      re.M | re.S)
+
+
+def real_log_path(name: str) -> str:
+    path = os.path.join(REAL_LOGS, name)
+    if not os.path.exists(path):
+        pytest.skip("real log fixtures not found at %s" % REAL_LOGS)
+    return path
+
+
+def excerpts(name: str) -> Dict[str, str]:
+    """Excerpt id (MX-05, ...) -> its verbatim text, header and notes left out."""
+    with open(real_log_path(name), encoding="utf-8") as handle:
+        return {m.group(1): m.group(2) for m in _EXCERPT.finditer(handle.read())}
