@@ -1,0 +1,342 @@
+"""Shared core of the training stand-ins of the clusterval simulator image.
+
+Knobs (environment), rendezvous over TCP, fault injection and the simulated
+speed.  Pure standard library: the image carries Python without PyYAML.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import select
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, NoReturn
+
+BANNER = "[clusterval simulator]"
+DEFAULT_GPUS = 8
+DEFAULT_STEP_SECONDS = 0.2
+DEFAULT_TFLOPS = 400.0
+RENDEZVOUS_CAP_S = 120.0
+
+
+class SimFailure(Exception):
+    """Ends the run: the lines are printed as the real framework would, then exit."""
+
+    def __init__(self, lines: list[str], exit_code: int = 1) -> None:
+        super().__init__(lines[-1] if lines else "failure")
+        self.lines = lines
+        self.exit_code = exit_code
+
+
+def say(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def env_int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SimFailure([f"{BANNER} {name}={raw!r} is not an integer"]) from None
+
+
+def env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SimFailure([f"{BANNER} {name}={raw!r} is not a number"]) from None
+
+
+def rank_selected(env: Mapping[str, str], name: str, rank: int) -> bool:
+    """A fault knob's rank: unset means every rank."""
+    wanted = env_int(env, name)
+    return wanted is None or wanted == rank
+
+
+@dataclass
+class Faults:
+    crash_at: int | None = None
+    crash_here: bool = False
+    hang_at: int | None = None
+    hang_here: bool = False
+    nan_at: int | None = None
+    slow_factor: float = 1.0
+    start_delay: float = 0.0
+    exit_zero_on_failure: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], rank: int) -> "Faults":
+        slow = env_float(env, "CLUSTERVAL_SIM_SLOW_FACTOR", 1.0)
+        if slow <= 0:
+            raise SimFailure([f"{BANNER} CLUSTERVAL_SIM_SLOW_FACTOR must be > 0, got {slow}"])
+        return cls(
+            crash_at=env_int(env, "CLUSTERVAL_SIM_CRASH_AT_STEP"),
+            crash_here=rank_selected(env, "CLUSTERVAL_SIM_CRASH_RANK", rank),
+            hang_at=env_int(env, "CLUSTERVAL_SIM_HANG_AT_STEP"),
+            hang_here=rank_selected(env, "CLUSTERVAL_SIM_HANG_RANK", rank),
+            nan_at=env_int(env, "CLUSTERVAL_SIM_NAN_AT_STEP"),
+            slow_factor=slow if rank_selected(env, "CLUSTERVAL_SIM_SLOW_RANK", rank) else 1.0,
+            start_delay=env_float(env, "CLUSTERVAL_SIM_START_DELAY", 0.0),
+            exit_zero_on_failure=env.get("CLUSTERVAL_SIM_EXIT_ZERO_ON_FAILURE", "0") == "1",
+        )
+
+    def crashes_at(self, step: int) -> bool:
+        return self.crash_here and self.crash_at is not None and step == self.crash_at
+
+    def hangs_at(self, step: int) -> bool:
+        return self.hang_here and self.hang_at is not None and step == self.hang_at
+
+    def loss_is_nan(self, step: int) -> bool:
+        return self.nan_at is not None and step >= self.nan_at
+
+
+@dataclass
+class Speed:
+    """Wall-clock pace of the simulation and the simulated device speed."""
+
+    step_seconds: float
+    tflops_per_device: float
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], faults: Faults, seed: int) -> "Speed":
+        step = env_float(env, "CLUSTERVAL_SIM_STEP_SECONDS", DEFAULT_STEP_SECONDS)
+        tflops = env_float(env, "CLUSTERVAL_SIM_TFLOPS", DEFAULT_TFLOPS)
+        if step < 0 or tflops <= 0:
+            raise SimFailure([f"{BANNER} CLUSTERVAL_SIM_STEP_SECONDS must be >= 0 and CLUSTERVAL_SIM_TFLOPS > 0"])
+        return cls(step * faults.slow_factor, tflops / faults.slow_factor, random.Random(seed))
+
+    def jitter(self, spread: float = 0.02) -> float:
+        return 1.0 + self.rng.uniform(-spread, spread)
+
+    def loss(self, step: int, start: float = 12.0) -> float:
+        """Decreasing loss with a little noise, as a healthy run shows."""
+        return start * math.exp(-0.04 * step) + 1.5 + self.rng.uniform(-0.02, 0.02)
+
+
+def gpus_per_node(env: Mapping[str, str]) -> int:
+    count = env_int(env, "CLUSTERVAL_SIM_GPUS", DEFAULT_GPUS)
+    assert count is not None
+    if count < 1:
+        raise SimFailure([f"{BANNER} CLUSTERVAL_SIM_GPUS must be >= 1, got {count}"])
+    return count
+
+
+def device_root(env: Mapping[str, str]) -> str:
+    return env.get("CLUSTERVAL_SIM_DEVICE_ROOT", "/dev")
+
+
+def gpu_devices_visible(env: Mapping[str, str]) -> bool:
+    root = device_root(env)
+    dri = os.path.join(root, "dri")
+    has_render = os.path.isdir(dri) and any(n.startswith("renderD") for n in os.listdir(dri))
+    return os.path.exists(os.path.join(root, "kfd")) and has_render
+
+
+def missing_required_paths(env: Mapping[str, str]) -> list[str]:
+    """CLUSTERVAL_SIM_REQUIRE_PATHS: colon-separated paths the volumes must provide."""
+    wanted = [p for p in env.get("CLUSTERVAL_SIM_REQUIRE_PATHS", "").split(":") if p]
+    return [p for p in wanted if not os.path.exists(p)]
+
+
+def rendezvous_timeout(env: Mapping[str, str], framework_default: float | None) -> float:
+    explicit = env.get("CLUSTERVAL_SIM_RENDEZVOUS_TIMEOUT", "")
+    if explicit:
+        return env_float(env, "CLUSTERVAL_SIM_RENDEZVOUS_TIMEOUT", RENDEZVOUS_CAP_S)
+    if framework_default is None:
+        return RENDEZVOUS_CAP_S
+    return min(framework_default, RENDEZVOUS_CAP_S)
+
+
+class RendezvousTimeout(Exception):
+    def __init__(self, joined: list[int], nnodes: int, role: str) -> None:
+        super().__init__(f"{len(joined)}/{nnodes} joined")
+        self.joined = joined
+        self.nnodes = nnodes
+        self.role = role  # "server": rank 0 waiting; "connect": cannot reach rank 0; "go": joined, no go
+
+
+class PeerLost(Exception):
+    def __init__(self, rank: int) -> None:
+        super().__init__(f"rank {rank} lost")
+        self.rank = rank
+
+
+class Rendezvous:
+    """Rank 0 listens on the coordinator port; every other rank connects.
+
+    Text lines over TCP: ``HELLO <rank> <nnodes>`` from each rank, ``GO`` from
+    rank 0 once all ``nnodes`` joined.  The connections stay open during
+    training so a rank that dies is noticed by the others (``DONE`` marks a
+    normal end, ``BYE`` releases everyone at shutdown).
+    """
+
+    def __init__(self, address: str, port: int, rank: int, nnodes: int, timeout: float) -> None:
+        self.address = address
+        self.port = port
+        self.rank = rank
+        self.nnodes = nnodes
+        self.timeout = timeout
+        self.peers: dict[int, socket.socket] = {}
+        self.done: set[int] = set()
+        self.server: socket.socket | None = None
+        self.buffers: dict[int, bytes] = {}
+
+    # ---- joining
+    def join(self) -> None:
+        if self.nnodes == 1:
+            return
+        if self.rank == 0:
+            self._serve()
+        else:
+            self._connect()
+
+    def _serve(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(("", self.port))
+        except OSError as exc:
+            raise SimFailure([f"RuntimeError: The server socket has failed to listen on any local network address. "
+                              f"port: {self.port}, useIpv6: 0, code: -98, name: EADDRINUSE, message: {exc.strerror}"])
+        listener.listen(self.nnodes)
+        self.server = listener
+        while len(self.peers) < self.nnodes - 1:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([listener], [], [], remaining)[0]:
+                raise RendezvousTimeout([0, *sorted(self.peers)], self.nnodes, "server")
+            conn, _ = listener.accept()
+            self._admit(conn, deadline)
+        for conn in self.peers.values():
+            conn.sendall(b"GO\n")
+
+    def _admit(self, conn: socket.socket, deadline: float) -> None:
+        line = read_line(conn, deadline)
+        parts = (line or "").split()
+        if len(parts) != 3 or parts[0] != "HELLO" or not parts[1].isdigit() or not parts[2].isdigit():
+            conn.close()  # not one of ours
+            return
+        rank, nnodes = int(parts[1]), int(parts[2])
+        if nnodes != self.nnodes:
+            conn.sendall(f"ERR NNODES={self.nnodes} on rank 0\n".encode())
+            raise SimFailure([f"RuntimeError: inconsistent world: rank {rank} says NNODES={nnodes}, "
+                              f"rank 0 says NNODES={self.nnodes}"])
+        if rank in self.peers or rank <= 0 or rank >= self.nnodes:
+            conn.sendall(f"ERR rank {rank} already joined or out of range\n".encode())
+            raise SimFailure([f"RuntimeError: duplicate or invalid NODE_RANK {rank} joined the rendezvous"])
+        self.peers[rank] = conn
+
+    def _connect(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        conn = None
+        while conn is None:
+            try:
+                conn = socket.create_connection((self.address, self.port), timeout=1.0)
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise RendezvousTimeout([], self.nnodes, "connect") from None
+                time.sleep(0.2)
+        conn.sendall(f"HELLO {self.rank} {self.nnodes}\n".encode())
+        reply = read_line(conn, deadline)
+        if reply is None:
+            raise RendezvousTimeout([self.rank], self.nnodes, "go")
+        if reply.startswith("ERR"):
+            raise SimFailure([f"RuntimeError: rendezvous refused by rank 0: {reply[4:]}"])
+        self.peers[0] = conn
+
+    # ---- during training
+    def check_peers(self) -> None:
+        """Raise PeerLost when a peer's connection closed before it said DONE."""
+        for rank, conn in list(self.peers.items()):
+            if rank in self.done:
+                continue
+            while select.select([conn], [], [], 0)[0]:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    if rank == 0 and b"BYE" in self.buffers.get(rank, b""):
+                        return
+                    raise PeerLost(rank)
+                self.buffers[rank] = self.buffers.get(rank, b"") + chunk
+                if b"DONE" in self.buffers[rank]:
+                    self.done.add(rank)
+                    break
+
+    def finish(self) -> None:
+        """Shutdown barrier: every rank reports DONE to rank 0, which answers BYE."""
+        if self.nnodes == 1:
+            return
+        deadline = time.monotonic() + self.timeout
+        if self.rank == 0:
+            while len(self.done) < self.nnodes - 1:
+                if time.monotonic() >= deadline:
+                    raise RendezvousTimeout([0, *sorted(self.done)], self.nnodes, "shutdown")
+                self.check_peers()
+                time.sleep(0.05)
+            for conn in self.peers.values():
+                conn.sendall(b"BYE\n")
+        else:
+            self.peers[0].sendall(b"DONE\n")
+            buffered = self.buffers.get(0, b"")
+            while b"BYE" not in buffered:
+                line = read_line(self.peers[0], deadline)
+                if line is None:
+                    raise RendezvousTimeout([self.rank], self.nnodes, "shutdown")
+                buffered += line.encode()
+        self.close()
+
+    def close(self) -> None:
+        for conn in self.peers.values():
+            conn.close()
+        if self.server is not None:
+            self.server.close()
+
+
+def read_line(conn: socket.socket, deadline: float) -> str | None:
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([conn], [], [], remaining)[0]:
+            return None
+        chunk = conn.recv(1)
+        if not chunk:
+            return None
+        data += chunk
+    return data.decode().strip()
+
+
+def pace(speed: Speed, rendezvous: Rendezvous) -> None:
+    """Sleep one simulated step, watching the peers while waiting."""
+    end = time.monotonic() + speed.step_seconds * speed.jitter(0.05)
+    while True:
+        rendezvous.check_peers()
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, 0.05))
+
+
+def hang_forever() -> NoReturn:
+    while True:
+        time.sleep(3600)
+
+
+def run_guarded(body: Callable[[], int], exit_zero_on_failure: Callable[[], bool]) -> int:
+    """Run a stand-in: a SimFailure prints its lines and sets the exit status."""
+    try:
+        return body()
+    except SimFailure as failure:
+        for line in failure.lines:
+            say(line)
+        if exit_zero_on_failure():
+            return 0
+        return failure.exit_code

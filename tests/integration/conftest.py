@@ -1,0 +1,126 @@
+"""Fixtures for tests that need the simulated cluster (scripts/simcluster).
+
+``simcluster`` (session scope) brings up CLUSTERVAL_SIMCLUSTER_NODES nodes
+(default 3) once per test session and removes them at the end, unless
+CLUSTERVAL_SIMCLUSTER_KEEP=1.  It skips, with the reason, on a machine where
+the cluster cannot run (not root, no network namespaces, no Docker engine).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SIMCLUSTER = REPO / "scripts" / "simcluster"
+
+
+@dataclass
+class SimCluster:
+    inventory: Path
+    nodes: list[str]
+    addresses: dict[str, str]
+    shared_dir: Path
+    device_dir: Path
+    state_dir: Path
+    ifname: str
+    image: str
+    ssh_key: Path
+    known_hosts: Path
+    data_roots: dict[str, str] = field(default_factory=dict)
+
+    def run(self, node: str, argv: Sequence[str], check: bool = True, timeout: float = 120,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Run argv inside the node's network and mount namespaces (as its sshd and dockerd see the world)."""
+        proc = subprocess.run([str(SIMCLUSTER), "exec", node, "--", *argv], capture_output=True, text=True,
+                              timeout=timeout, input=input)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{node}: {' '.join(argv)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def ssh(self, node: str, command: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run a shell command on the node over real SSH, with the inventory's key and known_hosts."""
+        argv = ["ssh", "-i", str(self.ssh_key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                f"root@{self.addresses[node]}", command]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"ssh {node}: {command} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def docker(self, node: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.run(node, ["docker", *args], check=check, timeout=timeout)
+
+    def device_args(self) -> list[str]:
+        """--device options giving a container the node's fake GPU and RDMA devices."""
+        return ["--device", f"{self.device_dir}/kfd:/dev/kfd", "--device", f"{self.device_dir}/dri:/dev/dri",
+                "--device", f"{self.device_dir}/infiniband/rdma_cm:/dev/infiniband/rdma_cm"]
+
+    def unique_name(self, stem: str) -> str:
+        return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+def cannot_run_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "the simulated cluster needs root (network and mount namespaces, a bridge, daemons)"
+    if not Path("/proc/self/ns/net").exists():
+        return "this kernel has no network namespaces"
+    for tool in ("ip", "nsenter", "unshare"):
+        if shutil.which(tool) is None:
+            return f"{tool} is missing (scripts/setup.sh installs it)"
+    for tool in ("dockerd", "sshd"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            return f"{tool} is missing: install docker.io and openssh-server (scripts/setup.sh)"
+    probe = subprocess.run(["ip", "netns", "add", "cvsim-pytest-probe"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot create network namespaces here: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "delete", "cvsim-pytest-probe"], capture_output=True)
+    return None
+
+
+def bring_up(count: int) -> SimCluster:
+    proc = subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(count)], capture_output=True, text=True,
+                          timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"simcluster up failed:\n{proc.stderr}")
+    status = subprocess.run([str(SIMCLUSTER), "status", "--json"], capture_output=True, text=True, check=True)
+    info = json.loads(status.stdout)
+    hosts = info["hosts"]
+    return SimCluster(
+        inventory=Path(proc.stdout.strip().splitlines()[-1]),
+        nodes=sorted(hosts, key=lambda name: int(name[4:])),
+        addresses={name: host["address"] for name, host in hosts.items()},
+        shared_dir=Path(info["shared_dir"]),
+        device_dir=Path(info["device_dir"]),
+        state_dir=Path(info["state_dir"]),
+        ifname=info["ifname"],
+        image=info["image"],
+        ssh_key=Path(info["ssh_key"]),
+        known_hosts=Path(info["known_hosts"]),
+        data_roots={name: host["data_root"] for name, host in hosts.items()},
+    )
+
+
+@pytest.fixture(scope="session")
+def simcluster_supported() -> None:
+    """Skips, with the reason, where the simulated cluster cannot run."""
+    reason = cannot_run_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def simcluster(simcluster_supported):
+    cluster = bring_up(int(os.environ.get("CLUSTERVAL_SIMCLUSTER_NODES", "3")))
+    try:
+        yield cluster
+    finally:
+        if os.environ.get("CLUSTERVAL_SIMCLUSTER_KEEP") != "1":
+            subprocess.run([str(SIMCLUSTER), "down"], capture_output=True, text=True, timeout=300)
