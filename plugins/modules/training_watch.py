@@ -1,0 +1,154 @@
+# Copyright: clusterval developers
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# The work is done by the action plugin of the same name (plugins/action/training_watch.py).
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: training_watch
+short_description: Poll one node's training log once and decide whether the node is done
+version_added: 0.1.0
+description:
+  - Runs M(clusterval.training.training_log) on the node from the byte offset the previous poll stopped at,
+    merges the new steps and errors into the node's state file C(<run_dir>/watch/<host>.json) on the controller,
+    and returns whether the node is done.
+  - Meant to be used with O(ignore:until=watch.done), O(ignore:retries) and O(ignore:delay), so that every retry is
+    one poll and the C(clusterval.training.training_report) callback can print live progress.
+  - A node is done when it printed the final step, when its log shows a failure signature or a non-finite value,
+    when its training process exited (non-zero is a failure; zero before the final step is a failure for a node that
+    prints steps), when no new step appeared for O(hang_timeout) seconds (O(startup_timeout) before the first
+    step), or when O(deadline) seconds passed since the first poll.
+  - When a node fails, the plugin writes C(<run_dir>/abort.json); the next poll of every other node returns
+    RV(done=true) with RV(stopped_by) naming the failed node, so the whole job stops at once.
+  - Megatron-LM prints iteration lines on the last node of a job only; the other nodes of that job are done when
+    their process exited or when the printing node completed.
+  - This is an action plugin; it runs on the controller and reaches the node through the task's connection.
+author:
+  - clusterval developers
+options:
+  plan:
+    description:
+      - The plan returned by M(clusterval.training.training_plan).
+      - Defaults to the fact C(training_plan) that M(clusterval.training.training_plan) sets on every host.
+    type: dict
+  run_dir:
+    description:
+      - The run directory on the controller; the state files go to C(<run_dir>/watch/).
+    type: path
+    required: true
+  hang_timeout:
+    description:
+      - Seconds without a new step, once the first step was printed, after which the node is declared hung.
+    type: float
+    default: 600
+  startup_timeout:
+    description:
+      - Seconds allowed before the first step (start-up, rendezvous and compilation).
+      - The larger of O(hang_timeout) and this value applies until the first step appears.
+    type: float
+    default: 1800
+  deadline:
+    description:
+      - Overall limit in seconds, counted from O(started_at).
+    type: float
+    default: 14400
+  started_at:
+    description:
+      - Epoch seconds of the launch. Defaults to the time of the first poll.
+    type: float
+  max_steps:
+    description:
+      - Cap on the number of steps M(clusterval.training.training_log) returns per poll.
+    type: int
+    default: 2000
+  patterns:
+    description:
+      - Extra failure patterns handed to M(clusterval.training.training_log), each C({regex, class}).
+    type: list
+    elements: dict
+    default: []
+attributes:
+  check_mode:
+    support: none
+    description: Polling a running job has no meaning in check mode; the C(train) role skips it.
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    description: Every poll consumes the log from the last offset and updates the state file.
+  action:
+    support: full
+notes:
+  - Keep O(ignore:delay) short (the C(train) role uses 2 seconds); each poll reads only the bytes appended since the last one.
+seealso:
+  - module: clusterval.training.training_log
+  - module: clusterval.training.training_plan
+"""
+
+EXAMPLES = r"""
+- name: Follow the training on every node
+  clusterval.training.training_watch:
+    run_dir: "{{ training_run_dir }}"
+    hang_timeout: 300
+    deadline: 3600
+  register: watch
+  until: watch.done
+  retries: 1810
+  delay: 2
+"""
+
+RETURN = r"""
+done:
+  description: Whether this node needs no more polls.
+  returned: always
+  type: bool
+  sample: false
+failed:
+  description: Whether the node failed (error signature, non-zero exit, hang, deadline, unreachable).
+  returned: always
+  type: bool
+  sample: false
+reason:
+  description:
+    - Why the node is done, or V(running).
+    - One of V(running), V(completed), V(error), V(exit), V(hang), V(deadline), V(aborted), V(unreachable).
+  returned: always
+  type: str
+  sample: completed
+msg:
+  description: One line naming the node and, on failure, the cause and the log line.
+  returned: always
+  type: str
+  sample: "node2: crash failure in the training log (line 57): Segmentation fault"
+progress:
+  description: The latest progress of the node.
+  returned: success
+  type: dict
+  sample: {"step": 12, "final_step": 29, "tokens_per_sec": 8672.8, "loss": 10.37, "eta_s": 94.2, "elapsed_s": 61.0}
+stopped_by:
+  description: The node whose failure stopped this one.
+  returned: when another node failed first
+  type: str
+  sample: node2
+errors:
+  description: The first failure signatures found in the log (at most five), as returned by M(clusterval.training.training_log).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"class": "crash", "lineno": 57, "line": 57, "text": "Segmentation fault", "pattern": "Segmentation fault"}]
+state_path:
+  description: The controller-side state file holding the accumulated steps, errors and offset.
+  returned: success
+  type: str
+  sample: /srv/runs/20261121T101500Z-mi300x/watch/node1.json
+simulated:
+  description: Whether the log carries the simulator's banner.
+  returned: success
+  type: bool
+  sample: false
+host:
+  description: The host this poll was for.
+  returned: success
+  type: str
+  sample: node1
+"""

@@ -1,0 +1,236 @@
+"""playbooks/train.yml end to end against the simulated cluster: real ansible-playbook, SSH, Docker."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+JAX_MULTI = "configs/jax/mi300x_distributed_llama3_1_70b.json"
+JAX_SINGLE = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
+MEGATRON_MULTI = "configs/megatron/mi3xx_megatron_llama_distributed.json"
+MEGATRON_ARGS = ["-e", "training_model=llama3_1_8b", "-e", "training_gpu_arch=mi300x"]
+FAST = "0.2"
+# Every run must end well inside this (the slowest fault below is the hang timeout + teardown).
+RUN_TIMEOUT_S = 240
+
+
+def sim_env(**knobs: str) -> dict:
+    env = {"CLUSTERVAL_SIM_STEP_SECONDS": FAST, **{f"CLUSTERVAL_SIM_{k}": v for k, v in knobs.items()}}
+    return {"config": {"container_config": {"env_dict": env}}}
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def train_argv(cluster, config: str, run_dir: Path, hosts: list[str], extra: dict | None = None,
+               args: list[str] | None = None) -> list[str]:
+    variables = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts),
+                 "training_overrides_extra": deep_merge(sim_env(), extra or {})}
+    return [ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "train.yml"),
+            "-e", f"training_config={config}", "-e", json.dumps(variables), *(args or [])]
+
+
+def run_train(cluster, config: str, run_dir: Path, hosts: list[str], extra: dict | None = None,
+              args: list[str] | None = None, more_vars: dict | None = None) -> subprocess.CompletedProcess:
+    argv = train_argv(cluster, config, run_dir, hosts, extra, args)
+    if more_vars:
+        argv += ["-e", json.dumps(more_vars)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+def training_containers(cluster, node: str) -> list[str]:
+    out = cluster.docker(node, "ps", "-a", "--filter", "label=clusterval.run_id", "--format", "{{.Names}}").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def assert_no_training_container(cluster, nodes: list[str]) -> None:
+    for node in nodes:
+        assert training_containers(cluster, node) == [], f"{node} still runs a training container"
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def nodes(simcluster) -> list[str]:
+    return simcluster.nodes[:2]
+
+
+def test_jax_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "VERDICT: PASS" in proc.stdout
+    assert results(tmp_path)["verdict"] == "PASS"
+    for node in nodes:
+        log = (tmp_path / "logs" / node / "training.log").read_text()
+        assert "completed step: 11," in log
+    assert (tmp_path / "plan.json").is_file()
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
+    proc = run_train(simcluster, MEGATRON_MULTI, tmp_path, nodes, args=MEGATRON_ARGS)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert results(tmp_path)["verdict"] == "PASS"
+    # Only the last node prints iteration lines; the first is done when its process exits or the job completes.
+    assert "iteration" in (tmp_path / "logs" / nodes[-1] / "training.log").read_text()
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_thresholds_above_the_simulated_speed_fail_naming_the_metric(simcluster, nodes, tmp_path):
+    extra = {"model_params": {"multi_node": {"llama3_1_8b": {"mi300x": {"result_dict": {
+        "throughput_per_gpu": "1000000.0", "tokens_per_gpu": "1.0"}}}}}}
+    proc = run_train(simcluster, MEGATRON_MULTI, tmp_path, nodes, extra=extra, args=MEGATRON_ARGS)
+    assert proc.returncode != 0
+    assert "throughput_per_gpu" in proc.stdout
+    failed = [c for c in results(tmp_path)["checks"] if c["status"] == "fail"]
+    assert {c["metric"] for c in failed} == {"throughput_per_gpu"}
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_single_node_config_on_two_hosts_runs_two_jobs(simcluster, nodes, tmp_path):
+    # The seed's thresholds are real MI300X figures, far above the simulator's speed.
+    extra = {"model_params": {"single_node": {"llama3.1-70b": {"mi300x": {"result_dict": {
+        "tflops_per_sec_per_gpu": "1.0", "tokens_per_sec_per_gpu": "1.0"}}}}}}
+    proc = run_train(simcluster, JAX_SINGLE, tmp_path, nodes, extra=extra)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert [job["hosts"] for job in plan["jobs"]] == [[nodes[0]], [nodes[1]]]
+    assert all(node["nnodes"] == 1 for node in plan["nodes"].values())
+    assert_no_training_container(simcluster, nodes)
+
+
+@pytest.mark.parametrize("knobs, cause", [
+    ({"CRASH_AT_STEP": "5", "CRASH_RANK": "1"}, "crash"),
+    ({"HANG_AT_STEP": "4", "HANG_RANK": "1"}, "hang"),
+    ({"NAN_AT_STEP": "4"}, "nan"),
+], ids=["crash", "hang", "nan"])
+def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path, knobs, cause):
+    started = time.monotonic()
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(**knobs),
+                     more_vars={"train_hang_timeout": 8})
+    elapsed = time.monotonic() - started
+    assert proc.returncode != 0
+    abort = json.loads((tmp_path / "abort.json").read_text())
+    assert abort["host"] == nodes[1] or cause == "nan", abort
+    assert cause in abort["msg"].lower() or cause in abort["reason"], abort
+    assert abort["host"] in proc.stdout
+    assert elapsed < 150, f"the {cause} took {elapsed:.0f}s to be reported"
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_a_slow_node_is_reported_as_a_straggler(simcluster, nodes, tmp_path):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(SLOW_RANK="1", SLOW_FACTOR="3"))
+    assert proc.returncode != 0
+    stragglers = [c for c in results(tmp_path)["checks"] if c["check"] == "straggler" and c["status"] == "fail"]
+    assert [c["node"] for c in stragglers] == [nodes[1]]
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_a_remaining_changeme_fails_before_any_container_starts(simcluster, nodes, tmp_path):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra={"config": {"nccl_ib_gid_index": "<changeme>"}})
+    assert proc.returncode != 0
+    assert "nccl_ib_gid_index" in proc.stdout + proc.stderr
+    assert "Launch the framework" not in proc.stdout
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tmp_path):
+    lost = nodes[1]
+    argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, sim_env(STEP_SECONDS="1"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    out_path = tmp_path.parent / (tmp_path.name + "-ansible.out")
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: (tmp_path / "watch" / f"{lost}.json").exists(), 120)
+        simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
+        started = time.monotonic()
+        proc.wait(timeout=RUN_TIMEOUT_S)
+        elapsed = time.monotonic() - started
+        output = out_path.read_text()
+    finally:
+        simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "UNREACHABLE" in output and lost in output
+    assert elapsed < 120, f"the lost node took {elapsed:.0f}s to be reported"
+    assert_no_training_container(simcluster, [nodes[0]])
+    # The lost node's container is removed by the stand-alone teardown once it is back.
+    wait_for(lambda: simcluster.ssh(lost, "true", check=False).returncode == 0, 60)
+    teardown = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
+                               "-e", f"training_config={JAX_MULTI}", "-e", "training_hosts=" + ":".join(nodes)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert teardown.returncode == 0, teardown.stdout[-3000:]
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_rerun_after_an_interrupted_run_replaces_the_stale_containers(simcluster, nodes, tmp_path):
+    first = tmp_path / "first"
+    argv = train_argv(simcluster, JAX_MULTI, first, nodes, sim_env(STEP_SECONDS="2"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        wait_for(lambda: (first / "watch" / f"{nodes[0]}.json").exists(), 120)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert all(training_containers(simcluster, node) for node in nodes), "the interrupted run left no container"
+    second = run_train(simcluster, JAX_MULTI, tmp_path / "second", nodes)
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_the_hf_token_appears_nowhere(simcluster, nodes, tmp_path):
+    token = "hf_clusterval" + os.urandom(8).hex()
+    for node in nodes:
+        simcluster.ssh(node, f"umask 077; printf %s {token} > /tmp/clusterval-hf-token")
+    argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, sim_env(STEP_SECONDS="0.5"), ["-vv"])
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    out_path = tmp_path.parent / (tmp_path.name + "-ansible.out")
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: (tmp_path / "watch" / f"{nodes[0]}.json").exists(), 120)
+        inspect = "".join(simcluster.docker(node, "inspect", name, check=False).stdout
+                          for node in nodes for name in training_containers(simcluster, node))
+        proc.wait(timeout=RUN_TIMEOUT_S)
+        output = out_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for node in nodes:
+            simcluster.ssh(node, "rm -f /tmp/clusterval-hf-token", check=False)
+    assert proc.returncode == 0, output[-4000:]
+    assert inspect and token not in inspect
+    assert token not in output
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(errors="replace"), path
+
+
+def wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"condition not met within {timeout_s}s")
