@@ -30,7 +30,7 @@ ARGUMENT_SPEC = {
     "remote_user": {"type": "str"},
     "warmup_steps": {"type": "int"},
     "gpus_per_node": {"type": "int", "default": 8},
-    "compact": {"type": "bool", "default": False},
+    "compact": {"type": "bool", "default": True},
 }
 
 

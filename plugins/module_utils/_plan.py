@@ -158,6 +158,8 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
         "gpu_arch": ctx.selection.gpu_arch,
         "trains_model": common["trains_model"],
         "remote_user": options.remote_user,
+        "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
+        "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),
         "final_step": ctx.total_steps - 1 if ctx.framework == MAXTEXT else ctx.total_steps,
         "total_steps": ctx.total_steps,
         "warmup_steps": warmup_steps(ctx),

@@ -96,12 +96,12 @@ options:
         C(jobs[i].node_shared), and C(nodes[host]) keeps only what is the node's own (C(host), C(address),
         C(job), C(node_rank), C(prints_steps), C(NODE_RANK), C(JAX_PROCESS_INDEX) and the like).
       - The full form grows by about 5.9 KB per host (each node carries its own C(launch.sh), MaxText YAML,
-        container spec and environment); the compact form by a few hundred bytes. Use it from a few hundred
-        hosts on, where the full form exceeds what AWX or a fact cache accepts.
+        container spec and environment); the compact form by a few hundred bytes, so that a plan for
+        hundreds of hosts stays within what AWX or a fact cache accepts.
       - Read a node's part with the filter P(clusterval.training.node_view#filter); it gives the same dict from
-        both forms.
+        both forms. V(false) returns the full form, easier to read for a handful of hosts.
     type: bool
-    default: false
+    default: true
 attributes:
   check_mode:
     support: full
@@ -144,10 +144,10 @@ EXAMPLES = r"""
         nccl_ib_gid_index: "3"
   run_once: true
 
-- name: Plan a large run in the compact form
+- name: Plan a small run in the full form, every node spelled out
   clusterval.training.training_plan:
     config: "{{ training_config }}"
-    compact: true
+    compact: false
   run_once: true
 
 - name: Show this host's container environment (either form)

@@ -1,0 +1,191 @@
+"""Node checks before a run: one call looks at everything and returns one verdict per check.
+
+Each check is a dict ``{check, ok, detail}``. Nothing here raises on a bad node: a missing
+device or an unreachable daemon is a failed check, so that every node reports every problem.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+Check = Dict[str, Any]
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+DOCKER_PID_FILES = ("/var/run/docker.pid", "/run/docker.pid")
+
+
+def check(name: str, ok: bool, detail: str) -> Check:
+    return {"check": name, "ok": bool(ok), "detail": detail}
+
+
+def run_command(argv: Sequence[str]) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
+
+
+def host_path(device: str) -> str:
+    """The host side of a Docker device or volume spec (`host[:container[:options]]`)."""
+    return device.split(":", 1)[0]
+
+
+def paths_check(name: str, paths: Sequence[str], what: str) -> Check:
+    wanted = [host_path(path) for path in paths]
+    missing = [path for path in wanted if not os.path.exists(path)]
+    if missing:
+        return check(name, False, "missing %s: %s" % (what, ", ".join(missing)))
+    return check(name, True, "present: %s" % (", ".join(wanted) or "none needed"))
+
+
+def docker_check(socket_path: str) -> Check:
+    try:
+        version = docker_version(socket_path)
+    except (OSError, ValueError) as exc:
+        return check("docker", False, "Docker daemon not reachable at %s: %s" % (socket_path, exc))
+    return check("docker", True, "Docker %s reachable at %s" % (version.get("Version", "?"), socket_path))
+
+
+def docker_version(socket_path: str, timeout: float = 10.0) -> Dict[str, Any]:
+    """GET /version over the daemon's unix socket (no Docker SDK needed on the node)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(socket_path)
+        conn.sendall(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n")
+        chunks = []
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode("latin-1")
+    if " 200 " not in status + " ":
+        raise ValueError("answered %s" % (status or "nothing"))
+    return json.loads(body.decode("utf-8"))
+
+
+def token_check(token_file: str) -> Check:
+    """The HF token file must exist and hold something; its content is never returned."""
+    try:
+        size = os.path.getsize(token_file)
+    except OSError:
+        return check("hf_token", False, "%s missing (the config does not use mock data)" % token_file)
+    if size == 0:
+        return check("hf_token", False, "%s is empty" % token_file)
+    return check("hf_token", True, "%s present" % token_file)
+
+
+def gpu_check(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
+              run: Runner = run_command) -> Check:
+    tool = next((t for t in tools if os.access(str(t.get("path", "")), os.X_OK)), None)
+    if tool is None:
+        return check("gpu_arch", True, "no GPU tool (amd-smi, rocm-smi, nvidia-smi) on the node: "
+                                       "GPU arch %s taken from the config or training_gpu_arch" % expected)
+    argv = [str(tool["path"])] + [str(arg) for arg in tool.get("args", [])]
+    try:
+        output = run(argv).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return check("gpu_arch", False, "%s failed: %s" % (argv[0], exc))
+    detected = detect_arch(output, arch_map)
+    if detected is None:
+        return check("gpu_arch", False, "%s reported no known GPU model (known: %s)"
+                     % (argv[0], ", ".join(sorted(arch_map))))
+    if detected != expected:
+        return check("gpu_arch", False, "%s found %s but the run is planned for %s" % (argv[0], detected, expected))
+    return check("gpu_arch", True, "%s: %s" % (argv[0], detected))
+
+
+def detect_arch(output: str, arch_map: Mapping[str, str]) -> Optional[str]:
+    """The config arch key of the longest GPU model name found in a tool's output."""
+    text = output.upper()
+    for model in sorted(arch_map, key=len, reverse=True):
+        if model.upper() in text:
+            return arch_map[model]
+    return None
+
+
+def disk_check(path: str, min_free_mib: int) -> Check:
+    existing = deepest_existing(path)
+    stats = os.statvfs(existing)
+    free_mib = stats.f_bavail * stats.f_frsize // (1024 * 1024)
+    detail = "%d MiB free on %s (need %d)" % (free_mib, existing, min_free_mib)
+    return check("disk", free_mib >= min_free_mib, detail)
+
+
+def deepest_existing(path: str) -> str:
+    current = os.path.abspath(path or "/")
+    while not os.path.exists(current):
+        current = os.path.dirname(current)
+    return current
+
+
+def rdma_checks(run: Runner = run_command) -> List[Check]:
+    return [hca_check(run), memlock_check()]
+
+
+def hca_check(run: Runner = run_command) -> Check:
+    if not os.path.exists("/dev/infiniband"):
+        return check("rdma", False, "/dev/infiniband missing")
+    try:
+        output = run(["ibv_devinfo", "-l"]).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return check("rdma", False, "ibv_devinfo -l failed: %s" % exc)
+    hcas = [line.strip() for line in output.splitlines() if line.strip() and "HCA" not in line]
+    if not hcas:
+        return check("rdma", False, "ibv_devinfo -l lists no HCA")
+    return check("rdma", True, "HCAs: %s" % ", ".join(hcas))
+
+
+def memlock_check() -> Check:
+    limit = dockerd_memlock()
+    if limit is None:
+        return check("dockerd_memlock", False, "could not read dockerd's limits (RDMA needs LimitMEMLOCK=infinity)")
+    ok = limit == "unlimited"
+    return check("dockerd_memlock", ok, "dockerd max locked memory: %s%s"
+                 % (limit, "" if ok else " (RDMA needs LimitMEMLOCK=infinity)"))
+
+
+def dockerd_memlock() -> Optional[str]:
+    for pid_file in DOCKER_PID_FILES:
+        try:
+            with open(pid_file, encoding="ascii") as handle:
+                pid = handle.read().strip()
+            with open("/proc/%s/limits" % pid, encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith("Max locked memory"):
+                        return line.split()[3]
+        except (OSError, IndexError):
+            continue
+    return None
+
+
+def write_marker(path: str, token: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="ascii") as handle:
+        handle.write(token)
+
+
+def remove_marker(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def shared_check(path: str, token: str, writer: str) -> Check:
+    directory = os.path.dirname(path)
+    try:
+        with open(path, encoding="ascii") as handle:
+            found = handle.read()
+    except OSError:
+        found = None
+    if found == token:
+        return check("shared_cache", True, "%s is shared with %s" % (directory, writer))
+    return check("shared_cache", False, "%s is not the directory %s wrote its marker into "
+                                        "(missing, not shared, or not writable there)" % (directory, writer))
+
+
+def report_lines(host: str, checks: Sequence[Check]) -> List[str]:
+    return ["%s preflight %s %s: %s" % (host, "OK  " if c["ok"] else "FAIL", c["check"], c["detail"])
+            for c in checks]

@@ -1,0 +1,469 @@
+"""The controller side of one poll of one node: merge, decide, record.
+
+The action plugin clusterval.training.training_watch runs clusterval.training.training_log on the node and
+hands its result here. Every node has a state file ``<run_dir>/watch/<host>.json`` holding what the polls
+so far found (offset, steps, errors); a node that fails claims ``<run_dir>/abort.json`` so that every other
+node stops at its next poll. The contract is in docs/architecture.md ("Controller-side watch").
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
+from ansible_collections.clusterval.training.plugins.module_utils._plan import MEGATRON, node_view
+
+WATCH_DIR = "watch"
+ABORT_FILE = "abort.json"
+# Failure classes that usually follow another node's failure (a peer vanished) rather than cause it.
+SECONDARY_CLASSES = frozenset({"coordination", "network"})
+# Seconds a missing log is waited for after the launch before it counts as a failure.
+LOG_GRACE_S = 60.0
+MISSING_FILE = "No such file"
+THROUGHPUT_KEYS = (
+    "tokens_per_sec_per_gpu",
+    "tokens_per_gpu",
+    "tokens_per_sec",
+    "tflops_per_sec_per_gpu",
+    "throughput_per_gpu",
+)
+
+State = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Limits:
+    hang_timeout: float
+    startup_timeout: float
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    done: bool
+    failed: bool
+    reason: str
+    msg: str
+
+
+RUNNING = Decision(False, False, "running", "")
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What one poll of one node needs to know about the run."""
+    run_dir: str
+    host: str
+    node: Mapping[str, Any]
+    final_step: int
+    limits: Limits
+    printer: Optional[str]
+    framework: str = "auto"
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits) -> "Watch":
+        node = node_view(plan, host)
+        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node),
+                   plan.get("framework", "auto"))
+
+    @property
+    def state_path(self) -> str:
+        return state_path(self.run_dir, self.host)
+
+
+# -- state files ----------------------------------------------------------------------------------
+
+def state_path(run_dir: str, host: str) -> str:
+    return os.path.join(run_dir, WATCH_DIR, f"{host}.json")
+
+
+def abort_path(run_dir: str) -> str:
+    return os.path.join(run_dir, ABORT_FILE)
+
+
+def read_json(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+def write_json_atomically(path: str, data: Mapping[str, Any]) -> None:
+    """Readers (the other hosts' polls) see the old file or the new one, never half of one."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, allow_nan=True)
+    os.replace(tmp, path)
+
+
+def new_state(host: str, started_at: float) -> State:
+    return {
+        "host": host,
+        "started_at": started_at,
+        "last_progress_at": started_at,
+        "offset": 0,
+        "lineno": 0,
+        "polls": 0,
+        "framework": None,
+        "simulated": False,
+        "steps": [],
+        "errors": [],
+        "last_step": None,
+        "completed": False,
+        "exit_code": None,
+        "summary": {},
+        "done": False,
+        "failed": False,
+        "reason": None,
+        "msg": "",
+    }
+
+
+def load_state(run_dir: str, host: str, started_at: float) -> State:
+    return read_json(state_path(run_dir, host)) or new_state(host, started_at)
+
+
+def save_state(run_dir: str, state: State) -> None:
+    write_json_atomically(state_path(run_dir, state["host"]), state)
+
+
+def claim_abort(run_dir: str, host: str, reason: str, msg: str, secondary: bool) -> Dict[str, Any]:
+    """Write abort.json unless another node already did; a root cause replaces a mere symptom."""
+    path = abort_path(run_dir)
+    record = {"host": host, "reason": reason, "msg": msg, "secondary": secondary, "time": time.time()}
+    os.makedirs(run_dir, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return replace_symptom(path, record)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    return record
+
+
+def replace_symptom(path: str, record: Dict[str, Any]) -> Dict[str, Any]:
+    existing = read_json(path) or {}
+    if existing.get("secondary") and not record["secondary"]:
+        write_json_atomically(path, record)
+        return record
+    return existing or record
+
+
+# -- merging --------------------------------------------------------------------------------------
+
+def merge_poll(state: State, poll: Mapping[str, Any], now: float) -> None:
+    """Fold one training_log result into the accumulated state."""
+    last = state["last_step"]
+    new_steps = [s for s in poll.get("steps") or [] if last is None or s.get("step", -1) > last]
+    if new_steps:
+        state["steps"].extend(new_steps)
+        state["last_step"] = new_steps[-1].get("step", last)
+        state["last_progress_at"] = now
+    state["errors"].extend(poll.get("errors") or [])
+    state["offset"] = poll.get("offset", state["offset"])
+    state["lineno"] = poll.get("lineno", state["lineno"])
+    state["completed"] = bool(state["completed"] or poll.get("completed"))
+    state["exit_code"] = poll.get("exit_code", state["exit_code"])
+    state["framework"] = poll.get("framework") or state["framework"]
+    state["simulated"] = bool(state["simulated"] or poll.get("simulated"))
+    if poll.get("summary"):
+        state["summary"] = poll["summary"]
+    state["polls"] += 1
+
+
+def as_text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def log_not_there_yet(poll: Mapping[str, Any], state: State, now: float) -> bool:
+    """The launch is detached: the log may appear a moment after the first poll."""
+    missing = MISSING_FILE in as_text(poll.get("msg", ""))
+    waited = now - state["started_at"]
+    return missing and state["polls"] == 0 and waited < LOG_GRACE_S
+
+
+# -- decision -------------------------------------------------------------------------------------
+
+def is_finite_number(value: Any) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def first_nonfinite_step(steps: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    for step in steps:
+        if step.get("nonfinite") or not all(is_finite_number(v) for v in step.values()):
+            return step
+    return None
+
+
+def root_error(errors: List[Dict[str, Any]]) -> Dict[str, Any]:
+    return next((e for e in errors if e.get("class") not in SECONDARY_CLASSES), errors[0])
+
+
+def is_secondary(state: State) -> bool:
+    """A failure seen only as a lost peer: another node may hold the root cause."""
+    return (state["reason"] == "error" and bool(state["errors"])
+            and root_error(state["errors"]).get("class") in SECONDARY_CLASSES)
+
+
+def describe_error(host: str, error: Mapping[str, Any]) -> str:
+    line = error.get("lineno") or error.get("line")
+    text = as_text(error.get("text", "")).strip()
+    return f"{host}: {error.get('class', 'error')} failure in the training log (line {line}): {text}"
+
+
+def decide(state: State, node: Mapping[str, Any], final_step: int, limits: Limits,
+           printer_state: Optional[Mapping[str, Any]], now: float) -> Decision:
+    """Whether one node is done after a poll, and why; the first rule that applies wins."""
+    prints_steps = bool(node.get("prints_steps", True))
+    return (failure_in_log(state)
+            or completion(state, final_step)
+            or exit_decision(state, final_step, prints_steps)
+            or printer_completion(state, prints_steps, printer_state)
+            or deadline_passed(state, final_step, limits, now)
+            or hang(state, limits, prints_steps, now)
+            or RUNNING)
+
+
+def failure_in_log(state: State) -> Optional[Decision]:
+    host = state["host"]
+    if state["errors"]:
+        return Decision(True, True, "error", describe_error(host, root_error(state["errors"])))
+    bad = first_nonfinite_step(state["steps"])
+    if bad is not None:
+        return Decision(True, True, "error", f"{host}: nan failure: non-finite value at step {bad.get('step')} ({bad})")
+    return None
+
+
+def completion(state: State, final_step: int) -> Optional[Decision]:
+    if state["completed"] or (state["last_step"] is not None and state["last_step"] >= final_step):
+        return Decision(True, False, "completed", f"{state['host']}: reached the final step {final_step}")
+    return None
+
+
+def exit_decision(state: State, final_step: int, prints_steps: bool) -> Optional[Decision]:
+    """An exit before the final step fails a printing node: Megatron-LM exits 0 after some failures."""
+    host, exit_code = state["host"], state["exit_code"]
+    if exit_code is None:
+        return None
+    if int(exit_code) != 0:
+        return Decision(True, True, "exit",
+                        f"{host}: the training process exited with status {exit_code} at step {state['last_step']}")
+    if not prints_steps:
+        return Decision(True, False, "exit", f"{host}: the training process exited with status 0")
+    return Decision(True, True, "exit", f"{host}: the training process exited with status 0 before the final step "
+                                        f"{final_step} (last step {state['last_step']})")
+
+
+def printer_completion(state: State, prints_steps: bool,
+                       printer_state: Optional[Mapping[str, Any]]) -> Optional[Decision]:
+    if not prints_steps and printer_state and printer_state.get("completed"):
+        return Decision(True, False, "completed",
+                        f"{state['host']}: the job's printing node {printer_state.get('host')} completed")
+    return None
+
+
+def deadline_passed(state: State, final_step: int, limits: Limits, now: float) -> Optional[Decision]:
+    if now - state["started_at"] > limits.deadline:
+        return Decision(True, True, "deadline", (f"{state['host']}: the overall deadline of {limits.deadline:.0f} s "
+                                                 f"passed at step {state['last_step']} of {final_step}"))
+    return None
+
+
+def hang(state: State, limits: Limits, prints_steps: bool, now: float) -> Optional[Decision]:
+    """A node that prints steps and printed none for too long; before the first step, start-up time counts."""
+    if not prints_steps:
+        return None
+    started = state["last_step"] is not None
+    quiet_for = now - state["last_progress_at"]
+    allowed = limits.hang_timeout if started else max(limits.hang_timeout, limits.startup_timeout)
+    if quiet_for <= allowed:
+        return None
+    where = f"after step {state['last_step']}" if started else "before the first step"
+    return Decision(True, True, "hang",
+                    f"{state['host']}: hang: no new step for {quiet_for:.0f} s {where} (timeout {allowed:.0f} s)")
+
+
+# -- progress -------------------------------------------------------------------------------------
+
+def progress_of(state: State, final_step: int, now: float) -> Dict[str, Any]:
+    steps = state["steps"]
+    last = steps[-1] if steps else {}
+    return {
+        "step": state["last_step"],
+        "final_step": final_step,
+        "tokens_per_sec": throughput_of(last),
+        "loss": last.get("loss"),
+        "eta_s": eta_of(state, final_step),
+        "elapsed_s": round(now - state["started_at"], 1),
+    }
+
+
+def throughput_of(step: Mapping[str, Any]) -> Optional[float]:
+    return next((step[k] for k in THROUGHPUT_KEYS if isinstance(step.get(k), (int, float))), None)
+
+
+def eta_of(state: State, final_step: int) -> Optional[float]:
+    """Seconds left at the pace of the steps seen so far (from the launch to the last new step)."""
+    steps = state["steps"]
+    elapsed = state["last_progress_at"] - state["started_at"]
+    if len(steps) < 2 or state["last_step"] is None or elapsed <= 0:
+        return None
+    per_step = elapsed / max(1, state["last_step"] - steps[0].get("step", 0) + 1)
+    return round(max(0.0, (final_step - state["last_step"]) * per_step), 1)
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+def final_step_of(plan: Mapping[str, Any]) -> int:
+    value = plan.get("final_step")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError("plan.final_step", "an integer", show(value))
+    try:
+        return int(value)
+    except (ValueError, OverflowError):
+        raise ConfigError("plan.final_step", "an integer", show(value)) from None
+
+
+def printer_of(plan: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str]:
+    """The host of the node's job that prints steps (Megatron-LM: the job's last node)."""
+    for job in plan.get("jobs", []):
+        if job.get("name") == node.get("job"):
+            for host in job.get("hosts", []):
+                if plan["nodes"].get(host, {}).get("prints_steps", True):
+                    return host
+    return None
+
+
+def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The arguments of clusterval.training.training_log for the next poll of this node."""
+    node = watch.node
+    args: Dict[str, Any] = {
+        "path": node["log_path"],
+        "framework": watch.framework,
+        "offset": state["offset"],
+        "lineno": state["lineno"],
+        "final_step": watch.final_step,
+        "max_steps": max_steps,
+    }
+    if node.get("exit_code_path"):
+        args["exit_code_path"] = node["exit_code_path"]
+    if patterns:
+        args["patterns"] = patterns
+    if watch.framework == MEGATRON:
+        args.update(megatron_sizes(node))
+    return args
+
+
+def megatron_sizes(node: Mapping[str, Any]) -> Dict[str, int]:
+    """seq_length and world_size, so training_log computes tokens_per_gpu for every iteration."""
+    sizes = {"seq_length": positive_int(launch_env(node).get("SEQ_LENGTH")),
+             "world_size": world_size_of(node)}
+    return {key: value for key, value in sizes.items() if value is not None}
+
+
+def launch_env(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The environment the launch command runs with: the node's container env."""
+    container = node.get("container")
+    env = container.get("env") if isinstance(container, Mapping) else None
+    return env if isinstance(env, Mapping) else {}
+
+
+def world_size_of(node: Mapping[str, Any]) -> Optional[int]:
+    nnodes, gpus = positive_int(node.get("nnodes")), positive_int(node.get("gpus"))
+    return nnodes * gpus if nnodes and gpus else None
+
+
+def positive_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+# -- one poll, recorded ---------------------------------------------------------------------------
+
+def finish(run_dir: str, state: State, decision: Decision) -> None:
+    state.update(done=True, failed=decision.failed, reason=decision.reason, msg=decision.msg,
+                 finished_at=time.time())
+    save_state(run_dir, state)
+
+
+def fail(run_dir: str, state: State, decision: Decision, secondary: bool = False) -> None:
+    finish(run_dir, state, decision)
+    claim_abort(run_dir, state["host"], decision.reason, decision.msg, secondary)
+
+
+def record_unreachable(run_dir: str, state: State, detail: str) -> str:
+    msg = f"{state['host']}: unreachable during the run: {detail}"
+    fail(run_dir, state, Decision(True, True, "unreachable", msg))
+    return msg
+
+
+def record_poll(watch: Watch, state: State, poll: Mapping[str, Any], abort: Optional[Mapping[str, Any]],
+                now: float) -> None:
+    """Fold a training_log result into the state and record the outcome.
+
+    `abort` is abort.json as read before the poll: another node's failure stops this node unless this
+    node's own log, read one last time, shows a failure too (it may hold the root cause).
+    """
+    if poll.get("failed"):
+        record_unreadable_log(watch, state, poll, now)
+        return
+    merge_poll(state, poll, now)
+    decision = decide(state, watch.node, watch.final_step, watch.limits, printer_state(watch), now)
+    if abort and abort.get("host") != watch.host and not decision.failed:
+        stop_for_abort(watch.run_dir, state, abort)
+    elif decision.failed:
+        finish(watch.run_dir, state, decision)
+        claim_abort(watch.run_dir, watch.host, decision.reason, decision.msg, secondary=is_secondary(state))
+    elif decision.done:
+        finish(watch.run_dir, state, decision)
+    else:
+        save_state(watch.run_dir, state)
+
+
+def record_unreadable_log(watch: Watch, state: State, poll: Mapping[str, Any], now: float) -> None:
+    if log_not_there_yet(poll, state, now):
+        save_state(watch.run_dir, state)
+        return
+    msg = f"{watch.host}: reading the training log {watch.node.get('log_path')} failed: {poll.get('msg', '')}"
+    fail(watch.run_dir, state, Decision(True, True, "error", msg))
+
+
+def printer_state(watch: Watch) -> Optional[Dict[str, Any]]:
+    if not watch.printer or watch.printer == watch.host:
+        return None
+    return read_json(state_path(watch.run_dir, watch.printer))
+
+
+def stop_for_abort(run_dir: str, state: State, abort: Mapping[str, Any]) -> None:
+    msg = f"{state['host']}: stopped because {abort.get('host')} failed: {abort.get('msg')}"
+    state["stopped_by"] = abort.get("host")
+    finish(run_dir, state, Decision(True, False, "aborted", msg))
+
+
+def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:
+    """The fields of the task result for this poll."""
+    result = {
+        "done": bool(state["done"]),
+        "failed": bool(state["failed"]),
+        "reason": state["reason"] or "running",
+        "msg": state["msg"] or f"{state['host']}: step {state['last_step']} of {final_step}",
+        "progress": progress_of(state, final_step, now),
+        "errors": state["errors"][:5],
+        "simulated": state["simulated"],
+    }
+    if state.get("stopped_by"):
+        result["stopped_by"] = state["stopped_by"]
+    return result

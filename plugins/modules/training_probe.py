@@ -1,0 +1,219 @@
+#!/usr/bin/python
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: training_probe
+short_description: Check a node before a training run, every check in one call
+version_added: 0.1.0
+description:
+  - Looks at everything a training run needs on the node and returns one verdict per check,
+    so that one task per node reports every problem of that node at once.
+  - Checks, each only when its option is given; the Docker daemon answers on its socket;
+    every device and every host path to be mounted exists; the HF token file exists and is not
+    empty (its content is never read into the result); the GPU model reported by the first GPU tool
+    present maps to the planned arch; free disk space; RDMA HCAs (C(ibv_devinfo -l)) and
+    dockerd's memlock limit; a marker written into the shared cache directory by one node is read
+    back on every node.
+  - Never fails because a check failed; the caller judges RV(checks) after every node reported
+    (the C(clusterval.training.preflight) role does).
+options:
+  node:
+    description: The node's name in RV(lines); default the host name.
+    type: str
+    default: ""
+  docker_socket:
+    description: Path of the Docker daemon's unix socket; empty skips the check.
+    type: str
+    default: /var/run/docker.sock
+  devices:
+    description: Devices for the container, as Docker takes them (C(host[:container[:permissions]])).
+    type: list
+    elements: str
+    default: []
+  mounts:
+    description: Host paths that are bind-mounted into the container and must exist.
+    type: list
+    elements: str
+    default: []
+  token_file:
+    description: HF token file that must exist and be non-empty; empty skips the check.
+    type: path
+  gpu_arch:
+    description: The config's GPU arch key the run is planned for.
+    type: str
+  gpu_tools:
+    description:
+      - Tools asked for the GPU model, the first executable one wins; each C(path) and C(args).
+      - No tool present is not a failure; the arch then comes from the config.
+    type: list
+    elements: dict
+    default: []
+  gpu_arch_map:
+    description: GPU model name fragment to config arch key; the longest fragment found wins.
+    type: dict
+    default: {}
+  disk_path:
+    description: Path whose file system needs O(min_free_mib) free; the deepest existing ancestor is measured.
+    type: path
+  min_free_mib:
+    description: Free space needed below O(disk_path), in MiB.
+    type: int
+    default: 1024
+  rdma:
+    description: Check C(/dev/infiniband), the HCAs C(ibv_devinfo -l) lists and dockerd's memlock limit.
+    type: bool
+    default: false
+  shared_marker:
+    description:
+      - Checks that a directory is shared by all nodes. C(mode=write) writes O(shared_marker.token)
+        into O(shared_marker.path); C(mode=read) checks that it reads back; C(mode=remove) deletes it.
+    type: dict
+    suboptions:
+      path:
+        description: The marker file, inside the shared directory.
+        type: path
+        required: true
+      token:
+        description: The random token written and expected back.
+        type: str
+        required: true
+        no_log: true
+      mode:
+        description: What to do with the marker.
+        type: str
+        choices: [write, read, remove]
+        required: true
+      writer:
+        description: The node that wrote the marker, named in the result.
+        type: str
+        default: the first node
+attributes:
+  check_mode:
+    support: full
+    details: Only reads, except O(shared_marker.mode=write) and V(remove), which also run in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+author:
+  - clusterval.training contributors
+"""
+
+EXAMPLES = r"""
+- name: Check the node
+  clusterval.training.training_probe:
+    devices: [/dev/kfd, /dev/dri]
+    mounts: [/lib/libibverbs.d]
+    gpu_arch: mi300x
+    gpu_tools:
+      - path: /opt/rocm/bin/amd-smi
+        args: [static, --asic, --json]
+    gpu_arch_map: {MI300X: mi300x, MI355X: mi355}
+    disk_path: /home/alice/LOGS
+    rdma: true
+  register: probe
+"""
+
+RETURN = r"""
+checks:
+  description: One verdict per check.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {check: devices, ok: true, detail: "present: /dev/kfd, /dev/dri"}
+    - {check: disk, ok: false, detail: "512 MiB free on /home (need 1024)"}
+lines:
+  description: One readable line per check, prefixed with the node's name.
+  returned: always
+  type: list
+  elements: str
+  sample: ["node1 preflight OK   devices: present: /dev/kfd, /dev/dri"]
+failed_checks:
+  description: The names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+  sample: [disk]
+"""
+
+import socket
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterval.training.plugins.module_utils import _probe
+
+
+def run_checks(params, run):
+    checks = []
+    if params["docker_socket"]:
+        checks.append(_probe.docker_check(params["docker_socket"]))
+    if params["devices"]:
+        checks.append(_probe.paths_check("devices", params["devices"], "devices"))
+    if params["mounts"]:
+        checks.append(_probe.paths_check("host_mounts", params["mounts"], "on the host"))
+    if params["gpu_arch"]:
+        checks.append(_probe.gpu_check(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"], run))
+    if params["disk_path"]:
+        checks.append(_probe.disk_check(params["disk_path"], params["min_free_mib"]))
+    if params["token_file"]:
+        checks.append(_probe.token_check(params["token_file"]))
+    if params["rdma"]:
+        checks.extend(_probe.rdma_checks(run))
+    return checks
+
+
+def marker_checks(marker):
+    if marker["mode"] == "write":
+        try:
+            _probe.write_marker(marker["path"], marker["token"])
+        except OSError as exc:
+            return [_probe.check("shared_cache", False, "cannot write %s: %s" % (marker["path"], exc.strerror))]
+        return []
+    if marker["mode"] == "remove":
+        _probe.remove_marker(marker["path"])
+        return []
+    return [_probe.shared_check(marker["path"], marker["token"], marker["writer"])]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            node=dict(type="str", default=""),
+            docker_socket=dict(type="str", default="/var/run/docker.sock"),
+            devices=dict(type="list", elements="str", default=[]),
+            mounts=dict(type="list", elements="str", default=[]),
+            token_file=dict(type="path"),
+            gpu_arch=dict(type="str"),
+            gpu_tools=dict(type="list", elements="dict", default=[]),
+            gpu_arch_map=dict(type="dict", default={}),
+            disk_path=dict(type="path"),
+            min_free_mib=dict(type="int", default=1024),
+            rdma=dict(type="bool", default=False),
+            shared_marker=dict(type="dict", options=dict(
+                path=dict(type="path", required=True),
+                token=dict(type="str", required=True, no_log=True),
+                mode=dict(type="str", choices=["write", "read", "remove"], required=True),
+                writer=dict(type="str", default="the first node"),
+            )),
+        ),
+        supports_check_mode=True,
+    )
+
+    def run(argv):
+        rc, out, err = module.run_command(list(argv))
+        return subprocess.CompletedProcess(list(argv), rc, out, err)
+
+    checks = run_checks(module.params, run)
+    if module.params["shared_marker"]:
+        checks.extend(marker_checks(module.params["shared_marker"]))
+    node = module.params["node"] or socket.gethostname()
+    module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
+                     failed_checks=[c["check"] for c in checks if not c["ok"]])
+
+
+if __name__ == "__main__":
+    main()
