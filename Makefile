@@ -17,7 +17,7 @@ unit:
 	pytest -q tests/unit
 
 integration:
-	pytest -q tests/integration
+	CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration
 
 lint:
 	ansible-lint --offline -q roles playbooks

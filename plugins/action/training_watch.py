@@ -45,7 +45,8 @@ class ActionModule(ActionBase):
         plan = args["plan"] or task_vars.get("training_plan")
         host = task_vars.get("inventory_hostname", self._task.delegate_to or "")
         if not isinstance(plan, dict) or host not in plan.get("nodes", {}):
-            result.update(failed=True, done=True, msg=f"{host}: no plan for this host (run clusterval.training.training_plan first)")
+            result.update(failed=True, done=True,
+                          msg=f"{host}: no plan for this host (run clusterval.training.training_plan first)")
             return result
         limits = _watch.Limits(*(float(args[key]) for key in ("hang_timeout", "startup_timeout", "deadline")))
         try:

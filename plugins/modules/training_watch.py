@@ -22,6 +22,9 @@ description:
     RV(done=true) with RV(stopped_by) naming the failed node, so the whole job stops at once.
   - Megatron-LM prints iteration lines on the last node of a job only; the other nodes of that job are done when
     their process exited or when the printing node completed.
+  - For Megatron-LM the plugin passes the sequence length (C(SEQ_LENGTH) of the node's environment in the plan) and
+    the job's GPU count (nodes times GPUs per node) to M(clusterval.training.training_log), so every iteration that shows
+    the global batch size carries C(tokens_per_gpu).
   - This is an action plugin; it runs on the controller and reaches the node through the task's connection.
 author:
   - clusterval developers

@@ -3,7 +3,8 @@
 ``simcluster`` (session scope) brings up CLUSTERVAL_SIMCLUSTER_NODES nodes
 (default 3) once per test session and removes them at the end, unless
 CLUSTERVAL_SIMCLUSTER_KEEP=1.  It skips, with the reason, on a machine where
-the cluster cannot run (not root, no network namespaces, no Docker engine).
+the cluster cannot run (not root, no network namespaces, no Docker engine),
+and fails there when CLUSTERVAL_REQUIRE_CLUSTER=1 (`make test` sets it).
 """
 from __future__ import annotations
 
@@ -110,8 +111,10 @@ def bring_up(count: int) -> SimCluster:
 
 @pytest.fixture(scope="session")
 def simcluster_supported() -> None:
-    """Skips, with the reason, where the simulated cluster cannot run."""
+    """Skips, with the reason, where the simulated cluster cannot run (fails instead under `make test`)."""
     reason = cannot_run_reason()
+    if reason and os.environ.get("CLUSTERVAL_REQUIRE_CLUSTER") == "1":
+        pytest.fail(reason)
     if reason:
         pytest.skip(reason)
 
