@@ -20,6 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / ".collections"))
+
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view  # noqa: E402
 CONFIG = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 SIMCLUSTER = REPO / "scripts" / "simcluster"
 
@@ -72,7 +75,7 @@ def playbook_launch(info: dict, inventory: str, hosts: list[str], run_dir: str) 
 def baseline_launch(info: dict, plan: dict) -> float:
     """The same containers and launch script, started with ssh + docker run in parallel."""
     def start(host: str) -> None:
-        node = plan["nodes"][host]
+        node = node_view(plan, host)
         spec = node["container"]
         args = ["docker", "run", "-d", "--name", spec["name"] + "-baseline", "--network", "host", "--ipc", "host"]
         for device in spec["devices"]:
@@ -87,7 +90,7 @@ def baseline_launch(info: dict, plan: dict) -> float:
     started = time.monotonic()
     with ThreadPoolExecutor(len(plan["nodes"])) as pool:
         list(pool.map(start, plan["nodes"]))
-    return wait_all_running(info, [n["address"] for n in plan["nodes"].values()], started)
+    return wait_all_running(info, [node["address"] for node in plan["nodes"].values()], started)
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ description:
   - When M(clusterval.training.training_assert) returns, writes C(results.json), C(junit.xml) and a
     self-contained C(report.html) (inline SVG loss and throughput curves, readable offline, marked
     SIMULATED when the simulator was used) into the C(run_dir) of its result, and prints the verdict
-    table at the end of the play.
+    table at once; the verdict and the report paths are repeated at the end of the playbook.
   - Observes only, because a callback cannot fail a play; M(clusterval.training.training_assert) does.
     The metrics reach ansible-runner and AWX through the run-level C(ansible_stats) that
     M(clusterval.training.training_assert) returns.
@@ -128,6 +128,8 @@ class CallbackModule(CallbackBase):
         elif action.endswith(ASSERT) and "checks" in data:
             self.verdict = data
             self.write_files(data)
+            self._display.banner("TRAINING VERDICT")
+            self._display.display(verdict_table(data))
 
     def write_files(self, data: Dict[str, Any]) -> None:
         run_dir = data.get("run_dir") or os.path.join("runs", data.get("run_id") or
@@ -140,7 +142,8 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if self.verdict is None:
             return
-        self._display.banner("TRAINING VERDICT")
-        self._display.display(verdict_table(self.verdict))
+        simulated = " (SIMULATED)" if self.verdict.get("simulated") else ""
+        self._display.banner("TRAINING REPORT")
+        self._display.display("VERDICT: %s%s" % (self.verdict.get("verdict", "?"), simulated))
         for name, path in sorted(self.report_paths.items()):
             self._display.display("%s: %s" % (name, path))

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 BIN = os.path.dirname(sys.executable)
 CONFIG = "configs/megatron/mi3xx_megatron_llama_distributed.json"
@@ -94,7 +96,8 @@ def test_ad_hoc_module_call_with_names_outside_the_inventory(ansible_env):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     plan = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["plan"]
     assert plan["jobs"][0]["coordinator_address"] == "h1"
-    assert plan["nodes"]["h2"]["container"]["env"]["NCCL_IB_HCA"] == "mlx5_0"
+    assert plan["form"] == "compact"
+    assert node_view(plan, "h2")["container"]["env"]["NCCL_IB_HCA"] == "mlx5_0"
 
 
 NODE_VIEW_PLAYBOOK = """

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +114,7 @@ def test_single_node_config_on_two_hosts_runs_two_jobs(simcluster, nodes, tmp_pa
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert [job["hosts"] for job in plan["jobs"]] == [[nodes[0]], [nodes[1]]]
-    assert all(node["nnodes"] == 1 for node in plan["nodes"].values())
+    assert all(node_view(plan, host)["nnodes"] == 1 for host in plan["nodes"])
     assert_no_training_container(simcluster, nodes)
 
 
