@@ -9,7 +9,8 @@ import json
 import os
 import socket
 import subprocess
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -40,18 +41,30 @@ def paths_check(name: str, paths: Sequence[str], what: str) -> Check:
 
 def docker_check(socket_path: str) -> Check:
     try:
-        version = docker_version(socket_path)
+        status, body = docker_get(socket_path, "/version")
+        if status != 200:
+            raise ValueError("answered HTTP %d" % status)
+        version = json.loads(body.decode("utf-8")).get("Version", "?")
     except (OSError, ValueError) as exc:
         return check("docker", False, "Docker daemon not reachable at %s: %s" % (socket_path, exc))
-    return check("docker", True, "Docker %s reachable at %s" % (version.get("Version", "?"), socket_path))
+    return check("docker", True, "Docker %s reachable at %s" % (version, socket_path))
 
 
-def docker_version(socket_path: str, timeout: float = 10.0) -> Dict[str, Any]:
-    """GET /version over the daemon's unix socket (no Docker SDK needed on the node)."""
+def image_present(socket_path: str, image: str) -> Optional[bool]:
+    """Whether the daemon has the image already; None when it cannot tell."""
+    try:
+        status, _ = docker_get(socket_path, "/images/%s/json" % quote(image, safe="/:@"))
+    except (OSError, ValueError):
+        return None
+    return {200: True, 404: False}.get(status)
+
+
+def docker_get(socket_path: str, path: str, timeout: float = 10.0) -> Tuple[int, bytes]:
+    """An HTTP GET over the daemon's unix socket (no Docker SDK needed on the node)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         conn.connect(socket_path)
-        conn.sendall(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n")
+        conn.sendall(b"GET %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path.encode("ascii"))
         chunks = []
         while True:
             chunk = conn.recv(65536)
@@ -59,10 +72,10 @@ def docker_version(socket_path: str, timeout: float = 10.0) -> Dict[str, Any]:
                 break
             chunks.append(chunk)
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].decode("latin-1")
-    if " 200 " not in status + " ":
-        raise ValueError("answered %s" % (status or "nothing"))
-    return json.loads(body.decode("utf-8"))
+    status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        raise ValueError("answered %r" % " ".join(status_line))
+    return int(status_line[1]), body
 
 
 def token_check(token_file: str) -> Check:

@@ -27,6 +27,11 @@ options:
     description: Path of the Docker daemon's unix socket; empty skips the check.
     type: str
     default: /var/run/docker.sock
+  image:
+    description:
+      - The training image; RV(image_present) says whether the daemon at O(docker_socket) has it,
+        so that the image is pulled only where it is missing.
+    type: str
   devices:
     description: Devices for the container, as Docker takes them (C(host[:container[:permissions]])).
     type: list
@@ -38,8 +43,14 @@ options:
     elements: str
     default: []
   token_file:
-    description: HF token file that must exist and be non-empty; empty skips the check.
+    description:
+      - HF token file. RV(token_present) says whether it exists and is not empty (its content is never read).
+      - With O(token_required) a missing or empty file is a failed check.
     type: path
+  token_required:
+    description: Whether O(token_file) must be there (the config does not run on mock data).
+    type: bool
+    default: true
   gpu_arch:
     description: The config's GPU arch key the run is planned for.
     type: str
@@ -131,6 +142,16 @@ lines:
   type: list
   elements: str
   sample: ["node1 preflight OK   devices: present: /dev/kfd, /dev/dri"]
+image_present:
+  description: Whether the daemon has O(image); null when not asked or when the daemon cannot tell.
+  returned: always
+  type: bool
+  sample: true
+token_present:
+  description: Whether O(token_file) exists and is not empty; null when not asked.
+  returned: always
+  type: bool
+  sample: false
 failed_checks:
   description: The names of the failed checks.
   returned: always
@@ -159,7 +180,7 @@ def run_checks(params, run):
         checks.append(_probe.gpu_check(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"], run))
     if params["disk_path"]:
         checks.append(_probe.disk_check(params["disk_path"], params["min_free_mib"]))
-    if params["token_file"]:
+    if params["token_file"] and params["token_required"]:
         checks.append(_probe.token_check(params["token_file"]))
     if params["rdma"]:
         checks.extend(_probe.rdma_checks(run))
@@ -186,7 +207,9 @@ def main():
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             devices=dict(type="list", elements="str", default=[]),
             mounts=dict(type="list", elements="str", default=[]),
+            image=dict(type="str"),
             token_file=dict(type="path"),
+            token_required=dict(type="bool", default=True),
             gpu_arch=dict(type="str"),
             gpu_tools=dict(type="list", elements="dict", default=[]),
             gpu_arch_map=dict(type="dict", default={}),
@@ -211,8 +234,12 @@ def main():
     if module.params["shared_marker"]:
         checks.extend(marker_checks(module.params["shared_marker"]))
     node = module.params["node"] or socket.gethostname()
+    image = module.params["image"]
+    token_file = module.params["token_file"]
     module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
-                     failed_checks=[c["check"] for c in checks if not c["ok"]])
+                     failed_checks=[c["check"] for c in checks if not c["ok"]],
+                     image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
+                     token_present=_probe.token_check(token_file)["ok"] if token_file else None)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,8 @@ def test_rerun_after_an_interrupted_run_replaces_the_stale_containers(simcluster
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        # Ansible's workers run in sessions of their own: end them too, as an operator would.
+        subprocess.run(["pkill", "-KILL", "-f", str(first)], check=False)
     assert all(training_containers(simcluster, node) for node in nodes), "the interrupted run left no container"
     second = run_train(simcluster, JAX_MULTI, tmp_path / "second", nodes)
     assert second.returncode == 0, second.stdout[-4000:]

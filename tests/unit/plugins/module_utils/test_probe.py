@@ -127,3 +127,10 @@ def test_docker_check_fails_without_a_daemon(tmp_path):
 def test_report_lines_one_per_check():
     lines = _probe.report_lines("node2", [_probe.check("disk", False, "1 MiB free")])
     assert lines == ["node2 preflight FAIL disk: 1 MiB free"]
+
+
+def test_image_present_asks_the_daemon(tmp_path):
+    path = str(tmp_path / "docker.sock")
+    serve_once(path, b"HTTP/1.0 404 Not Found\r\n\r\n{}")
+    assert _probe.image_present(path, "rocm/jax-training:maxtext-v25.9") is False
+    assert _probe.image_present(str(tmp_path / "none.sock"), "x") is None
