@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io openssh-server openssh-client iproute2 busybox-static
+APT_PACKAGES=(docker.io openssh-server openssh-client iproute2 busybox-static python3 python3-requests
               iptables procps psmisc rsync chromium fonts-dejavu-core)
 
 missing=()
