@@ -2,7 +2,8 @@
 """Launch benchmark: time from `ansible-playbook` start until every node's training process runs,
 against a baseline that starts the same containers with plain parallel ssh + docker run.
 
-Needs a simulated cluster (scripts/simcluster up --nodes 4). Prints both figures and the ratio.
+Needs a simulated cluster (scripts/simcluster up --nodes 4). Prints both figures and the ratio, and how long
+after the last node's last log line the verdict (results.json) was written.
 
     .venv/bin/python benchmarks/launch_bench.py [--inventory inventories/simulated/hosts.yml] [--nodes 4]
 """
@@ -69,7 +70,21 @@ def playbook_launch(info: dict, inventory: str, hosts: list[str], run_dir: str) 
     addresses = [info["hosts"][h]["address"] for h in hosts]
     elapsed = wait_all_running(info, addresses, started)
     proc.wait(timeout=600)
-    return elapsed, json.loads((Path(run_dir) / "plan.json").read_text())
+    plan = json.loads((Path(run_dir) / "plan.json").read_text())
+    return elapsed, plan, verdict_delay(info, plan, Path(run_dir))
+
+
+def verdict_delay(info: dict, plan: dict, run_dir: Path) -> float:
+    """Seconds from the last line any node wrote to its training log until results.json was written."""
+    def log_mtime(host: str) -> float:
+        node = node_view(plan, host)
+        out = subprocess.run(ssh_argv(info, node["address"], "stat -c %.9Y " + shlex.quote(node["log_path"])),
+                             capture_output=True, text=True, check=True).stdout
+        return float(out.strip())
+
+    with ThreadPoolExecutor(len(plan["nodes"])) as pool:
+        last_line = max(pool.map(log_mtime, plan["nodes"]))
+    return (run_dir / "results.json").stat().st_mtime - last_line
 
 
 def baseline_launch(info: dict, plan: dict) -> float:
@@ -102,7 +117,7 @@ def main() -> None:
     hosts = sorted(info["hosts"], key=lambda name: int(name[4:]))[: options.nodes]
     addresses = [info["hosts"][h]["address"] for h in hosts]
     with tempfile.TemporaryDirectory() as tmp:
-        playbook_s, plan = playbook_launch(info, options.inventory, hosts, os.path.join(tmp, "run"))
+        playbook_s, plan, verdict_s = playbook_launch(info, options.inventory, hosts, os.path.join(tmp, "run"))
         remove_containers(info, addresses)
         baseline_s = baseline_launch(info, plan)
         remove_containers(info, addresses)
@@ -110,6 +125,8 @@ def main() -> None:
     print(f"ansible-playbook start -> all training processes running: {playbook_s:.1f} s")
     print(f"baseline parallel ssh + docker run -> all running:        {baseline_s:.1f} s")
     print(f"ratio: {playbook_s / baseline_s:.2f}x (target <= 1.5x)")
+    print(f"verdict written {verdict_s:.1f} s after the last node's last log line "
+          f"(target: poll interval + 5 s)")
 
 
 if __name__ == "__main__":
