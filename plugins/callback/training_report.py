@@ -24,6 +24,7 @@ requirements:
 
 import datetime
 import os
+import time
 from typing import Any, Dict, Optional
 
 from ansible.plugins.callback import CallbackBase
@@ -32,6 +33,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._report import
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
+# Up to this many nodes, a progress line per node per poll; above, one line for the cluster.
+PER_NODE_LINES_MAX = 8
+SUMMARY_INTERVAL_S = 10.0
 
 
 def result_data(result: Any) -> Dict[str, Any]:
@@ -72,6 +76,28 @@ def progress_line(host: str, data: Dict[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def progress_summary(latest: Dict[str, Dict[str, Any]]) -> str:
+    """One line for the whole cluster: step range, slowest node, median rate and loss, ETA."""
+    progress = {host: data.get("progress") or {} for host, data in latest.items()}
+    steps = {host: p["step"] for host, p in progress.items() if isinstance(p.get("step"), (int, float))}
+    finals = [p["final_step"] for p in progress.values() if p.get("final_step") is not None]
+    parts = ["[progress] %d nodes" % len(latest)]
+    if steps:
+        ordered = sorted(steps.values())
+        slowest = min(steps, key=lambda host: (steps[host], host))
+        parts.append("step %s..%s/%s (median %s), slowest %s" % (
+            ordered[0], ordered[-1], max(finals) if finals else "?", ordered[len(ordered) // 2], slowest))
+    for key, fmt in (("tokens_per_sec", "%.0f tok/s/gpu median"), ("loss", "loss %.3f median")):
+        values = sorted(p[key] for p in progress.values() if isinstance(p.get(key), (int, float)))
+        if values:
+            parts.append(fmt % values[len(values) // 2])
+    etas = [p["eta_s"] for p in progress.values() if isinstance(p.get("eta_s"), (int, float))]
+    parts.append("ETA %s" % format_eta(max(etas) if etas else None))
+    done = [data for data in latest.values() if data.get("done")]
+    parts.append("done %d, failed %d" % (len(done), sum(1 for data in done if data.get("failed"))))
+    return "  ".join(parts)
+
+
 def verdict_table(data: Dict[str, Any]) -> str:
     rows = [("node", "check", "metric", "expected", "actual", "status")]
     for check in data.get("checks") or []:
@@ -109,10 +135,24 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self.verdict: Optional[Dict[str, Any]] = None
         self.report_paths: Dict[str, str] = {}
+        self.latest: Dict[str, Dict[str, Any]] = {}
+        self.summary_printed_at = 0.0
 
     def v2_runner_retry(self, result: Any) -> None:
         if task_action(result).endswith(WATCH):
-            self._display.display(progress_line(host_name(result), result_data(result)))
+            self.show_progress(host_name(result), result_data(result))
+
+    def show_progress(self, host: str, data: Dict[str, Any]) -> None:
+        """A line per node on small clusters; on large ones a cluster line every few seconds,
+        and a node's own line only when it fails."""
+        self.latest[data.get("host") or host] = data
+        if len(self.latest) <= PER_NODE_LINES_MAX or (data.get("done") and data.get("failed")):
+            self._display.display(progress_line(host, data))
+            return
+        now = time.monotonic()
+        if now - self.summary_printed_at >= SUMMARY_INTERVAL_S:
+            self.summary_printed_at = now
+            self._display.display(progress_summary(self.latest))
 
     def v2_runner_on_ok(self, result: Any) -> None:
         self.observe(result)
@@ -124,7 +164,7 @@ class CallbackModule(CallbackBase):
         action = task_action(result)
         data = result_data(result)
         if action.endswith(WATCH) and "progress" in data:
-            self._display.display(progress_line(host_name(result), data))
+            self.show_progress(host_name(result), data)
         elif action.endswith(ASSERT) and "checks" in data:
             self.verdict = data
             self.write_files(data)

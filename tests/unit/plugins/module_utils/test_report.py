@@ -66,3 +66,16 @@ def test_write_reports(tmp_path):
     paths = _report.write_reports(str(tmp_path / "run"), document())
     assert sorted(paths) == ["junit.xml", "report.html", "results.json"]
     assert json.loads((tmp_path / "run" / "results.json").read_text())["run_id"] == "r1"
+
+
+def test_progress_summary_names_the_slowest_node_and_counts_failures():
+    from ansible_collections.clusterval.training.plugins.callback.training_report import progress_summary
+    latest = {
+        "node%d" % i: {"host": "node%d" % i, "progress": {"step": 10 + i, "final_step": 29, "tokens_per_sec": 8000.0 + i,
+                                                         "loss": 9.0, "eta_s": 60 - i}}
+        for i in range(1, 12)
+    }
+    latest["node3"] = dict(latest["node3"], done=True, failed=True)
+    line = progress_summary(latest)
+    assert line.startswith("[progress] 11 nodes  step 11..21/29 (median 16), slowest node1")
+    assert "8006 tok/s/gpu median" in line and "ETA 0:00:59" in line and "done 1, failed 1" in line

@@ -1,0 +1,38 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: training_console
+type: stdout
+short_description: Ansible's default screen output, without a "FAILED - RETRYING" line per training poll
+version_added: 0.1.0
+description:
+  - The default stdout callback, except that the polls of M(clusterval.training.training_watch) print
+    nothing here; the P(clusterval.training.training_report#callback) callback prints the training
+    progress instead. A poll is not a failure, and at hundreds of nodes a retry line per node per
+    poll would drown the output.
+  - Set with C(stdout_callback = clusterval.training.training_console) in C(ansible.cfg), as the
+    collection's C(ansible.cfg) does. AWX and ansible-runner use their own stdout callback.
+extends_documentation_fragment:
+  - default_callback
+  - result_format_callback
+requirements:
+  - set as stdout in configuration
+"""
+
+from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
+
+WATCH_ACTIONS = frozenset(("clusterval.training.training_watch", "training_watch"))
+
+
+class CallbackModule(DefaultCallbackModule):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "stdout"
+    CALLBACK_NAME = "clusterval.training.training_console"
+
+    def v2_runner_retry(self, result):
+        task = getattr(result, "task", None) or getattr(result, "_task", None)
+        if getattr(task, "action", None) in WATCH_ACTIONS:
+            return
+        super().v2_runner_retry(result)
