@@ -52,18 +52,14 @@ options:
     description: Fail the task when the verdict is V(FAIL).
     type: bool
     default: true
+extends_documentation_fragment:
+  - clusterval.training.attributes
 attributes:
   action:
     support: full
   check_mode:
     support: full
     description: Only computes; runs unchanged in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""

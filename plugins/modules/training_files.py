@@ -27,15 +27,11 @@ options:
   owner:
     description: User owning what is made; empty keeps the connecting user.
     type: str
+extends_documentation_fragment:
+  - clusterval.training.attributes
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""

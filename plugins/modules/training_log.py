@@ -67,16 +67,12 @@ options:
   world_size:
     description: Number of GPUs of the job, to compute Megatron C(tokens_per_gpu) when the log does not print it.
     type: int
+extends_documentation_fragment:
+  - clusterval.training.attributes
 attributes:
   check_mode:
     support: full
     description: The module only reads, so it runs unchanged in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""

@@ -100,16 +100,12 @@ options:
         description: The node that wrote the marker, named in the result.
         type: str
         default: the first node
+extends_documentation_fragment:
+  - clusterval.training.attributes
 attributes:
   check_mode:
     support: full
     details: Only reads, except O(shared_marker.mode=write) and V(remove), which also run in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""
