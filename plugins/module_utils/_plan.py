@@ -54,6 +54,8 @@ DEFAULT_WARMUP = {MAXTEXT: 3, MEGATRON: 2}
 STEPS_KEY = {MAXTEXT: "training_steps", MEGATRON: "training_iterations"}
 COORDINATOR_KEY = {MAXTEXT: "coordinator_ip", MEGATRON: "master_address"}
 DEFAULT_LD_LIBRARY_PATH = "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu"
+# Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
+HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
 SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
 LOWER_IS_BETTER = ("elapsed_time", "time_per", "mem", "latency", "seconds")
 
@@ -524,7 +526,6 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
     return {
         "name": name,
         "image": image,
-        "command": ["sleep", "infinity"],
         "devices": devices(container.get("device_list", [])),
         "volumes": volumes(container.get("volume_dict", {})) + ["%s:%s" % (ctx.run_dir, ctx.run_dir)],
         "shm_size": shm_size,
@@ -597,6 +598,7 @@ def launch_script(ctx: Context, common: Mapping[str, Any], log_path: str, exit_p
         "exit_file=%s" % shlex.quote(exit_path),
         'finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }',
         'rm -f "$exit_file"',
+        "if [ -r %s ]; then HF_TOKEN=$(cat %s) && export HF_TOKEN; fi" % (HF_TOKEN_MOUNT, HF_TOKEN_MOUNT),
         "cd %s || finish 126" % shlex.quote(common["workdir"]),
         *common["run_lines"],
         "finish $?",
@@ -613,6 +615,7 @@ def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[st
     labels = {"clusterval.run_id": ctx.run_id, "clusterval.job": job.name}
     return {"log_path": log_path, "exit_path": exit_path, "files": files, "labels": labels,
             "launch": {"argv": ["sh", script_path], "workdir": common["workdir"], "command": common["command"],
+                       "hf_token_path": HF_TOKEN_MOUNT,
                        "script_candidates": common["script_candidates"]}}
 
 
@@ -635,6 +638,7 @@ def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Di
 def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str, Any],
               job_parts: Mapping[str, Any]) -> Dict[str, Any]:
     container = dict(common["container"])
+    container["command"] = job_parts["launch"]["argv"]
     container["env"] = node_env(ctx, job, rank, common)
     container["labels"] = job_parts["labels"]
     return {

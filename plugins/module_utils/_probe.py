@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
@@ -16,6 +17,7 @@ Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 DOCKER_PID_FILES = ("/var/run/docker.pid", "/run/docker.pid")
+MARKER_POLL_S = 0.1
 
 
 def check(name: str, ok: bool, detail: str) -> Check:
@@ -186,17 +188,27 @@ def remove_marker(path: str) -> None:
         pass
 
 
-def shared_check(path: str, token: str, writer: str) -> Check:
-    directory = os.path.dirname(path)
+def read_marker(path: str) -> Optional[str]:
     try:
         with open(path, encoding="ascii") as handle:
-            found = handle.read()
+            return handle.read()
     except OSError:
-        found = None
-    if found == token:
-        return check("shared_cache", True, "%s is shared with %s" % (directory, writer))
-    return check("shared_cache", False, "%s is not the directory %s wrote its marker into "
-                                        "(missing, not shared, or not writable there)" % (directory, writer))
+        return None
+
+
+def shared_check(path: str, token: str, writer: str, wait_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> Check:
+    """Whether the marker the writer node put into `path` reads back here, polling for up to `wait_s`."""
+    directory = os.path.dirname(path)
+    deadline = clock() + wait_s
+    while read_marker(path) != token:
+        if clock() >= deadline:
+            return check("shared_cache", False, "%s is not the directory %s wrote its marker into "
+                                                "(missing, not shared, or not writable there; waited %gs)"
+                         % (directory, writer, wait_s))
+        sleep(MARKER_POLL_S)
+    return check("shared_cache", True, "%s is shared with %s" % (directory, writer))
 
 
 def report_lines(host: str, checks: Sequence[Check]) -> List[str]:

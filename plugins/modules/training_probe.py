@@ -79,7 +79,10 @@ options:
   shared_marker:
     description:
       - Checks that a directory is shared by all nodes. C(mode=write) writes O(shared_marker.token)
-        into O(shared_marker.path); C(mode=read) checks that it reads back; C(mode=remove) deletes it.
+        into O(shared_marker.path) before any other check; C(mode=read) checks that it reads back, waiting up
+        to O(shared_marker.wait) seconds for the writer; C(mode=remove) deletes it.
+      - Run on all nodes in one task, with the first node writing, this needs no second round trip. The writer
+        removes the marker later (C(mode=remove), where RV(marker_written) is true).
     type: dict
     suboptions:
       path:
@@ -87,9 +90,8 @@ options:
         type: path
         required: true
       token:
-        description: The random token written and expected back.
+        description: The token written and expected back; required with O(shared_marker.mode=write) and V(read).
         type: str
-        required: true
         no_log: true
       mode:
         description: What to do with the marker.
@@ -100,6 +102,10 @@ options:
         description: The node that wrote the marker, named in the result.
         type: str
         default: the first node
+      wait:
+        description: With C(mode=read), seconds to wait for the marker to appear (the writer's probe runs at the same time).
+        type: float
+        default: 0
 extends_documentation_fragment:
   - clusterval.training.attributes
 attributes:
@@ -148,6 +154,11 @@ token_present:
   returned: always
   type: bool
   sample: false
+marker_written:
+  description: Whether this call wrote the shared marker (O(shared_marker.mode=write)).
+  returned: always
+  type: bool
+  sample: false
 failed_checks:
   description: The names of the failed checks.
   returned: always
@@ -193,7 +204,7 @@ def marker_checks(marker):
     if marker["mode"] == "remove":
         _probe.remove_marker(marker["path"])
         return []
-    return [_probe.shared_check(marker["path"], marker["token"], marker["writer"])]
+    return [_probe.shared_check(marker["path"], marker["token"], marker["writer"], marker["wait"])]
 
 
 def main():
@@ -214,10 +225,11 @@ def main():
             rdma=dict(type="bool", default=False),
             shared_marker=dict(type="dict", options=dict(
                 path=dict(type="path", required=True),
-                token=dict(type="str", required=True, no_log=True),
+                token=dict(type="str", no_log=True),
                 mode=dict(type="str", choices=["write", "read", "remove"], required=True),
                 writer=dict(type="str", default="the first node"),
-            )),
+                wait=dict(type="float", default=0.0),
+            ), required_if=[("mode", "write", ["token"]), ("mode", "read", ["token"])]),
         ),
         supports_check_mode=True,
     )
@@ -226,14 +238,18 @@ def main():
         rc, out, err = module.run_command(list(argv))
         return subprocess.CompletedProcess(list(argv), rc, out, err)
 
-    checks = run_checks(module.params, run)
-    if module.params["shared_marker"]:
-        checks.extend(marker_checks(module.params["shared_marker"]))
+    # The writer writes before its other checks, the readers read after theirs: less waiting.
+    marker = module.params["shared_marker"] or {"mode": None}
+    marker_errors = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
+    checks = marker_errors + run_checks(module.params, run)
+    if marker["mode"] == "read":
+        checks.extend(marker_checks(marker))
     node = module.params["node"] or socket.gethostname()
     image = module.params["image"]
     token_file = module.params["token_file"]
     module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
                      failed_checks=[c["check"] for c in checks if not c["ok"]],
+                     marker_written=marker["mode"] == "write" and not marker_errors,
                      image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
                      token_present=_probe.token_check(token_file)["ok"] if token_file else None)
 

@@ -36,6 +36,11 @@ def say(line: str = "") -> None:
     sys.stdout.flush()
 
 
+def token_note(env: Mapping[str, str]) -> str:
+    """Whether the framework got an HF token, never the token."""
+    return "HF_TOKEN set" if env.get("HF_TOKEN") else "no HF_TOKEN"
+
+
 def env_int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
     raw = env.get(name, "")
     if raw == "":

@@ -19,7 +19,7 @@ import simyaml  # noqa: E402
 from clusterval_sim import (  # noqa: E402
     BANNER, Faults, PeerLost, Rendezvous, RendezvousTimeout, SimFailure, Speed, env_float, env_int,
     gpu_devices_visible, gpus_per_node, hang_forever, missing_required_paths, pace,
-    rendezvous_timeout, run_guarded, say,
+    rendezvous_timeout, run_guarded, say, token_note,
 )
 
 TRAIN_PY = "/workspace/maxtext/src/MaxText/train.py"
@@ -284,7 +284,7 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], script_path: str) -
     check_parallelism(config, gpus, nnodes)
     steps = int(config["steps"])
     say(f"{BANNER} simulated MaxText training (no GPU, no model): {script_path} on node rank {rank} of {nnodes}, "
-        f"{gpus} simulated GPUs per node, {steps} steps")
+        f"{gpus} simulated GPUs per node, {steps} steps, {token_note(env)}")
     time.sleep(faults.start_delay)
     timeout = rendezvous_timeout(env, env_float(env, "JAX_DISTRIBUTED_INITIALIZATION_TIMEOUT_SECONDS", 300.0))
     rendezvous = Rendezvous(coordinator, port, rank, nnodes, timeout)

@@ -22,6 +22,7 @@ if HERE not in sys.path:
 from clusterval_sim import (  # noqa: E402
     BANNER, Faults, PeerLost, Rendezvous, RendezvousTimeout, SimFailure, Speed, env_int, gpu_devices_visible,
     gpus_per_node, hang_forever, missing_required_paths, pace, rendezvous_timeout, run_guarded, say,
+    token_note,
 )
 
 SCRIPT_DIR = "/workspace/Megatron-LM/examples/llama"
@@ -251,7 +252,7 @@ def train(env: Mapping[str, str], script: str) -> int:
     prints = job.rank == job.nnodes - 1
     out(f"{BANNER} simulated Megatron-LM training (no GPU, no model): {SCRIPT_DIR}/{script} MODEL_SIZE="
         f"{job.model_size} node rank {job.rank} of {job.nnodes}, {job.gpus} simulated GPUs per node, "
-        f"{'FP8' if job.fp8 else 'BF16'}, TP={job.tp} PP={job.pp} FSDP={int(job.fsdp)}"
+        f"{'FP8' if job.fp8 else 'BF16'}, TP={job.tp} PP={job.pp} FSDP={int(job.fsdp)}, {token_note(env)}"
         + ("" if prints else "; iteration lines are printed by the last node"))
     time.sleep(faults.start_delay)
     timeout = rendezvous_timeout(env, None)

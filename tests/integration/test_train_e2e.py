@@ -84,6 +84,7 @@ def test_jax_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
         assert "completed step: 11," in log
     assert (tmp_path / "plan.json").is_file()
     assert_no_training_container(simcluster, nodes)
+    assert "shared_cache: " in proc.stdout and not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))
 
 
 def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
@@ -153,6 +154,18 @@ def test_a_remaining_changeme_fails_before_any_container_starts(simcluster, node
     assert_no_training_container(simcluster, nodes)
 
 
+def test_a_data_cache_dir_that_is_not_shared_fails_preflight(simcluster, nodes, tmp_path):
+    private = "/tmp/clusterval-private-cache"  # every simulated node has its own /tmp
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, {"config": {"data_cache_dir": private}},
+                     more_vars={"preflight_shared_wait": 3})
+    assert proc.returncode != 0
+    assert f"{nodes[1]} preflight FAIL shared_cache: {private} is not the directory {nodes[0]} wrote" in proc.stdout
+    assert f"preflight failed on {nodes[1]}: shared_cache" in proc.stdout
+    assert_no_training_container(simcluster, nodes)
+    leftovers = simcluster.ssh(nodes[0], f"ls -A {private}").stdout
+    assert ".clusterval-preflight-" not in leftovers
+
+
 def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tmp_path):
     lost = nodes[1]
     argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, sim_env(STEP_SECONDS="1"))
@@ -175,6 +188,7 @@ def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tm
     assert "UNREACHABLE" in output and lost in output
     assert elapsed < 120, f"the lost node took {elapsed:.0f}s to be reported"
     assert_no_training_container(simcluster, [nodes[0]])
+    assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*")), "the first node removes the marker"
     # The lost node's container is removed by the stand-alone teardown once it is back.
     wait_for(lambda: simcluster.ssh(lost, "true", check=False).returncode == 0, 60)
     teardown = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
@@ -226,9 +240,12 @@ def test_the_hf_token_appears_nowhere(simcluster, nodes, tmp_path):
     assert proc.returncode == 0, output[-4000:]
     assert inspect and token not in inspect
     assert token not in output
-    for path in tmp_path.rglob("*"):
-        if path.is_file():
-            assert token not in path.read_text(errors="replace"), path
+    files = {path: path.read_text(errors="replace") for path in tmp_path.rglob("*") if path.is_file()}
+    for path, text in files.items():
+        assert token not in text, path
+    # The framework did get it (the simulator says whether HF_TOKEN is set, never its value).
+    logs = [text for path, text in files.items() if path.suffix == ".log"]
+    assert len(logs) == len(nodes) and all("HF_TOKEN set" in text for text in logs)
 
 
 def wait_for(condition, timeout_s: float) -> None:

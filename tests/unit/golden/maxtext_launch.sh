@@ -3,6 +3,7 @@
 exit_file=/home/root/LOGS/clusterval/r1/training.exit
 finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }
 rm -f "$exit_file"
+if [ -r /run/clusterval/hf_token ]; then HF_TOKEN=$(cat /run/clusterval/hf_token) && export HF_TOKEN; fi
 cd /workspace/maxtext || finish 126
 train_script=
 for candidate in /workspace/maxtext/src/maxtext/trainers/pre_train/train.py /workspace/maxtext/src/MaxText/train.py /workspace/maxtext/MaxText/train.py; do

@@ -146,6 +146,15 @@ def test_simulator_image_marks_the_plan_simulated():
     assert result["simulated"] is True
 
 
+def test_the_container_runs_the_launch_script_and_the_token_stays_out_of_its_spec():
+    node = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)["nodes"]["n1"]
+    launch_file = next(f for f in node["files"] if f["path"].endswith("/launch.sh"))
+    assert node["container"]["command"] == node["launch"]["argv"] == ["sh", launch_file["path"]]
+    assert not any("TOKEN" in key for key in node["container"]["env"])
+    token_path = node["launch"]["hf_token_path"]
+    assert "HF_TOKEN=$(cat %s) && export HF_TOKEN" % token_path in launch_file["content"]
+
+
 def test_default_run_id_uses_utc_time_and_config_name():
     options = PlanOptions(config_path="/c/x.json", now=datetime.datetime(2026, 11, 21, 10, 15, 0))
     result = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)

@@ -134,3 +134,19 @@ def test_image_present_asks_the_daemon(tmp_path):
     serve_once(path, b"HTTP/1.0 404 Not Found\r\n\r\n{}")
     assert _probe.image_present(path, "rocm/jax-training:maxtext-v25.9") is False
     assert _probe.image_present(str(tmp_path / "none.sock"), "x") is None
+
+
+def test_shared_marker_read_waits_for_the_writer_then_gives_up(tmp_path):
+    marker = str(tmp_path / ".marker")
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+        if now[0] >= 0.5:
+            _probe.write_marker(marker, "run:node1")
+
+    found = _probe.shared_check(marker, "run:node1", "node1", 5, clock=lambda: now[0], sleep=sleep)
+    assert found["ok"] is True and 0.5 <= now[0] < 0.7
+    now[0] = 0.0
+    missing = _probe.shared_check(marker, "other:node1", "node1", 2, clock=lambda: now[0], sleep=sleep)
+    assert missing["ok"] is False and "waited 2s" in missing["detail"] and 2 <= now[0] < 2.2
