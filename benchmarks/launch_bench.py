@@ -39,8 +39,10 @@ POLL_S = 0.1
 
 
 def cluster_info() -> dict:
-    return json.loads(subprocess.run([str(SIMCLUSTER), "status", "--json"], capture_output=True, text=True,
-                                     check=True).stdout)
+    status = subprocess.run([str(SIMCLUSTER), "status", "--json"], capture_output=True, text=True)
+    if status.returncode != 0:
+        raise SystemExit("no simulated cluster is up: scripts/simcluster up --nodes 4")
+    return json.loads(status.stdout)
 
 
 def ssh_argv(info: dict, address: str, command: str) -> list[str]:

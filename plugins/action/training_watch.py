@@ -29,6 +29,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "started_at": {"type": "float"},
     "max_steps": {"type": "int", "default": 2000},
     "patterns": {"type": "list", "elements": "dict", "default": []},
+    "docker_socket": {"type": "path", "default": _watch.DOCKER_SOCKET},
 }
 
 
@@ -50,7 +51,7 @@ class ActionModule(ActionBase):
             return result
         limits = _watch.Limits(*(float(args[key]) for key in ("hang_timeout", "startup_timeout", "deadline")))
         try:
-            watch = _watch.Watch.from_plan(plan, host, args["run_dir"], limits)
+            watch = _watch.Watch.from_plan(plan, host, args["run_dir"], limits, args["docker_socket"])
         except ConfigError as exc:
             result.update(failed=True, done=True, msg=f"{host}: {exc}")
             return result

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import quote
+
+from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
 
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -59,25 +60,6 @@ def image_present(socket_path: str, image: str) -> Optional[bool]:
     except (OSError, ValueError):
         return None
     return {200: True, 404: False}.get(status)
-
-
-def docker_get(socket_path: str, path: str, timeout: float = 10.0) -> Tuple[int, bytes]:
-    """An HTTP GET over the daemon's unix socket (no Docker SDK needed on the node)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout)
-        conn.connect(socket_path)
-        conn.sendall(b"GET %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path.encode("ascii"))
-        chunks = []
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-    if len(status_line) < 2 or not status_line[1].isdigit():
-        raise ValueError("answered %r" % " ".join(status_line))
-    return int(status_line[1]), body
 
 
 def token_check(token_file: str) -> Check:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDED
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
 from ansible_collections.clusterval.training.plugins.module_utils._plan import MEGATRON, node_view
 
@@ -25,6 +26,7 @@ SECONDARY_CLASSES = frozenset({"coordination", "network"})
 # Seconds a missing log is waited for after the launch before it counts as a failure.
 LOG_GRACE_S = 60.0
 MISSING_FILE = "No such file"
+DOCKER_SOCKET = "/var/run/docker.sock"
 THROUGHPUT_KEYS = (
     "tokens_per_sec_per_gpu",
     "tokens_per_gpu",
@@ -64,12 +66,14 @@ class Watch:
     limits: Limits
     printer: Optional[str]
     framework: str = "auto"
+    docker_socket: str = DOCKER_SOCKET
 
     @classmethod
-    def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits) -> "Watch":
+    def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits,
+                  docker_socket: str = DOCKER_SOCKET) -> "Watch":
         node = node_view(plan, host)
         return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node),
-                   plan.get("framework", "auto"))
+                   plan.get("framework", "auto"), docker_socket)
 
     @property
     def state_path(self) -> str:
@@ -119,6 +123,7 @@ def new_state(host: str, started_at: float) -> State:
         "last_step": None,
         "completed": False,
         "exit_code": None,
+        "container": None,
         "summary": {},
         "done": False,
         "failed": False,
@@ -172,6 +177,7 @@ def merge_poll(state: State, poll: Mapping[str, Any], now: float) -> None:
     state["lineno"] = poll.get("lineno", state["lineno"])
     state["completed"] = bool(state["completed"] or poll.get("completed"))
     state["exit_code"] = poll.get("exit_code", state["exit_code"])
+    state["container"] = poll.get("container") or state.get("container")
     state["framework"] = poll.get("framework") or state["framework"]
     state["simulated"] = bool(state["simulated"] or poll.get("simulated"))
     if poll.get("summary"):
@@ -226,6 +232,7 @@ def decide(state: State, node: Mapping[str, Any], final_step: int, limits: Limit
     return (failure_in_log(state)
             or completion(state, final_step)
             or exit_decision(state, final_step, prints_steps)
+            or container_ended(state)
             or printer_completion(state, prints_steps, printer_state)
             or deadline_passed(state, final_step, limits, now)
             or hang(state, limits, prints_steps, now)
@@ -260,6 +267,21 @@ def exit_decision(state: State, final_step: int, prints_steps: bool) -> Optional
         return Decision(True, False, "exit", f"{host}: the training process exited with status 0")
     return Decision(True, True, "exit", f"{host}: the training process exited with status 0 before the final step "
                                         f"{final_step} (last step {state['last_step']})")
+
+
+def container_ended(state: State) -> Optional[Decision]:
+    """The container is the job: ended without the launch script's exit status, it was killed or removed."""
+    container = state.get("container") or {}
+    if state["exit_code"] is not None or container.get("status") not in ENDED:
+        return None
+    name = container.get("name", "the training container")
+    if container["status"] == "missing":
+        how = "was removed"
+    else:
+        how = "exited with status %s%s" % (container.get("exit_code"),
+                                           " (killed: out of memory)" if container.get("oom_killed") else "")
+    return Decision(True, True, "exit", f"{state['host']}: the training container {name} {how} at step "
+                                        f"{state['last_step']}, before the launch script recorded an exit status")
 
 
 def printer_completion(state: State, prints_steps: bool,
@@ -355,6 +377,8 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
     }
     if node.get("exit_code_path"):
         args["exit_code_path"] = node["exit_code_path"]
+    if node.get("container", {}).get("name"):
+        args.update(container=node["container"]["name"], docker_socket=watch.docker_socket)
     if patterns:
         args["patterns"] = patterns
     if watch.framework == MEGATRON:

@@ -57,6 +57,16 @@ options:
   exit_code_path:
     description: File the launcher writes the exit status into; RV(exit_code) is null while it is absent.
     type: path
+  container:
+    description:
+      - The training container whose command is the launcher; RV(container) tells whether it still runs.
+      - Its state is read before the exit status, so a container that ended without writing O(exit_code_path)
+        (killed, out of memory, removed) shows as ended with RV(exit_code) null.
+    type: str
+  docker_socket:
+    description: The Docker daemon's unix socket on the node, for O(container).
+    type: path
+    default: /var/run/docker.sock
   max_steps:
     description: Return at most this many steps (the most recent ones); RV(summary) still covers all.
     type: int
@@ -159,6 +169,13 @@ exit_code:
   returned: always
   type: int
   sample: 0
+container:
+  description:
+    - The state of O(container) just before the exit status was read; C(status) is Docker's (V(running),
+      V(exited), ...), V(missing) when there is no such container, V(unknown) when the daemon cannot tell.
+  returned: when O(container) is given
+  type: dict
+  sample: {name: rocm-jax-llama3.1-70b, status: exited, exit_code: 137, oom_killed: true}
 simulated:
   description: Whether the log carries the C([clusterval simulator]) banner.
   returned: always
@@ -173,6 +190,7 @@ size:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import container_state
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 
@@ -190,13 +208,19 @@ def main() -> None:
             max_steps=dict(type="int", default=1000),
             seq_length=dict(type="int"),
             world_size=dict(type="int"),
+            container=dict(type="str"),
+            docker_socket=dict(type="path", default="/var/run/docker.sock"),
         ),
         supports_check_mode=True,
     )
+    name = module.params["container"]
+    container = container_state(module.params["docker_socket"], name) if name else None
     try:
         result = run_training_log(module.params)
     except (OSError, ValueError) as exc:
         module.fail_json(msg=str(exc), path=module.params["path"])
+    if container:
+        result["container"] = container
     module.exit_json(changed=False, **result)
 
 

@@ -16,7 +16,8 @@ description:
     one poll and the C(clusterval.training.training_report) callback can print live progress.
   - A node is done when it printed the final step, when its log shows a failure signature or a non-finite value,
     when its training process exited (non-zero is a failure; zero before the final step is a failure for a node that
-    prints steps), when no new step appeared for O(hang_timeout) seconds (O(startup_timeout) before the first
+    prints steps), when its training container ended without the launcher's exit status (killed, out of memory,
+    removed: a failure at the next poll, not after a timeout), when no new step appeared for O(hang_timeout) seconds (O(startup_timeout) before the first
     step), or when O(deadline) seconds passed since the first poll.
   - When a node fails, the plugin writes C(<run_dir>/abort.json); the next poll of every other node returns
     RV(done=true) with RV(stopped_by) naming the failed node, so the whole job stops at once.
@@ -70,6 +71,11 @@ options:
     type: list
     elements: dict
     default: []
+  docker_socket:
+    description:
+      - The Docker daemon's unix socket on the node, where the state of the plan's training container is read.
+    type: path
+    default: /var/run/docker.sock
 attributes:
   check_mode:
     support: none

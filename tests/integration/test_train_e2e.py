@@ -166,6 +166,26 @@ def test_a_data_cache_dir_that_is_not_shared_fails_preflight(simcluster, nodes, 
     assert ".clusterval-preflight-" not in leftovers
 
 
+def test_a_training_container_killed_from_outside_fails_at_the_next_poll(simcluster, nodes, tmp_path):
+    victim = nodes[1]
+    argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, sim_env(STEP_SECONDS="1"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "watch" / f"{victim}.json").exists(), 120)
+        simcluster.docker(victim, "kill", *training_containers(simcluster, victim))
+        started = time.monotonic()
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert f"{victim}: the training container rocm-jax-llama3.1-70b exited with status 137" in output
+    assert elapsed < 30, f"the killed container took {elapsed:.0f}s to be reported"
+    assert_no_training_container(simcluster, nodes)
+
+
 def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tmp_path):
     lost = nodes[1]
     argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, sim_env(STEP_SECONDS="1"))

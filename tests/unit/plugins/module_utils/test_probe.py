@@ -7,6 +7,7 @@ import subprocess
 import threading
 
 import pytest
+from fake_docker import serve_once
 
 from ansible_collections.clusterval.training.plugins.module_utils import _probe
 
@@ -96,20 +97,6 @@ def test_hca_check_lists_hcas(monkeypatch):
     result = _probe.hca_check(completed("2 HCAs found:\n\tbnxt_re0\n\tbnxt_re1\n"))
     assert result == {"check": "rdma", "ok": True, "detail": "HCAs: bnxt_re0, bnxt_re1"}
     assert _probe.hca_check(completed("0 HCAs found:\n"))["ok"] is False
-
-
-def serve_once(path, answer):
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(1)
-
-    def handle():
-        conn, _ = server.accept()
-        conn.recv(4096)
-        conn.sendall(answer)
-        conn.close()
-        server.close()
-    threading.Thread(target=handle, daemon=True).start()
 
 
 def test_docker_check_reads_the_version_over_the_socket(tmp_path):

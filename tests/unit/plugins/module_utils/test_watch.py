@@ -206,6 +206,30 @@ def test_exit_zero_after_the_final_step_is_a_completion(tmp_path):
     assert (answer["failed"], answer["reason"]) == (False, "completed")
 
 
+def ended(status="exited", exit_code=137, oom_killed=False):
+    return {"name": "train", "status": status, "exit_code": exit_code, "oom_killed": oom_killed}
+
+
+def test_a_container_that_ended_without_an_exit_status_fails_at_once(tmp_path):
+    answer = run_poll(watch_of(tmp_path, "n1"), poll([step(3)], container=ended(oom_killed=True)))
+    assert (answer["done"], answer["failed"], answer["reason"]) == (True, True, "exit")
+    assert answer["msg"] == ("n1: the training container train exited with status 137 (killed: out of memory) "
+                             "at step 3, before the launch script recorded an exit status")
+    assert read_abort(tmp_path)["reason"] == "exit"
+
+
+def test_a_removed_container_fails_at_once(tmp_path):
+    answer = run_poll(watch_of(tmp_path, "n1"), poll([], container=ended("missing", None)))
+    assert answer["failed"] and "the training container train was removed at step None" in answer["msg"]
+
+
+def test_the_exit_status_decides_when_the_launcher_wrote_it_and_a_running_container_decides_nothing(tmp_path):
+    done = run_poll(watch_of(tmp_path, "n1"), poll([step(FINAL)], exit_code=0, container=ended(exit_code=0)))
+    assert (done["failed"], done["reason"]) == (False, "completed")
+    running = run_poll(watch_of(tmp_path, "n2"), poll([step(2)], container=ended("running", None)))
+    assert (running["done"], running["failed"]) == (False, False)
+
+
 # -- timeouts -------------------------------------------------------------------------------------
 
 def test_no_new_step_for_the_hang_timeout_is_a_hang(tmp_path):
@@ -351,6 +375,7 @@ def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
     args = _watch.log_args(watch, _watch.new_state("n1", T0), 2000, [])
     assert args == {"path": node["log_path"], "framework": "megatron", "offset": 0, "lineno": 0, "final_step": 12,
                     "max_steps": 2000, "exit_code_path": node["exit_code_path"],
+                    "container": node["container"]["name"], "docker_socket": "/var/run/docker.sock",
                     "seq_length": int(node["container"]["env"]["SEQ_LENGTH"]), "world_size": 16}
     assert watch.printer == "n2"
 
