@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Throughput and peak memory of the training-log parser on a generated, realistic log.
 
 The log mixes, as on a real multi-node run with NCCL_DEBUG=INFO, many NCCL/RCCL
@@ -52,7 +51,7 @@ def generate(path: str, size_bytes: int, framework: str, noise_per_step: int) ->
     written, step = 0, 0
     with open(path, "w", buffering=1 << 20) as handle:
         while written < size_bytes:
-            block = [noise_line(rng) for _ in range(noise_per_step)]
+            block = [noise_line(rng) for dummy in range(noise_per_step)]
             block.append(STEP[framework].format(step=step, sec=5.6, tflops=590.2, tok=8672.7, ms=10235.8,
                                                 cs=step * 256, loss=12.0 / (1 + step * 1e-4)))
             text = "".join(block)
@@ -72,7 +71,7 @@ def parse_child(path: str, framework: str, repeat: int) -> None:
     result = parse()
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
-    for _ in range(repeat - 1):  # best of N: other processes on the machine slow single runs down
+    for dummy in range(repeat - 1):  # best of N: other processes on the machine slow single runs down
         started, cpu_started = time.perf_counter(), time.process_time()
         parse()
         elapsed, cpu = min(elapsed, time.perf_counter() - started), min(cpu, time.process_time() - cpu_started)

@@ -30,7 +30,7 @@ AWX_LIMIT = 700000
 
 def timed(function, repeats):
     timings = []
-    for _ in range(repeats):
+    for dummy in range(repeats):
         start = time.perf_counter()
         value = function()
         timings.append(time.perf_counter() - start)
@@ -42,7 +42,7 @@ def bench_config(path, hosts, repeats):
     options = PlanOptions(config_path=path, overrides=OVERRIDES, run_id="bench")
     full, full_best, full_median = timed(lambda: plan_run(raw, hosts, options), repeats)
     compact, compact_best, compact_median = timed(lambda: compact_plan(full), repeats)
-    _, view_best, _ = timed(lambda: [node_view(compact, host.name) for host in hosts], repeats)
+    dummy, view_best, dummy = timed(lambda: [node_view(compact, host.name) for host in hosts], repeats)
     print("%s, %d hosts, %d job(s)" % (os.path.basename(path), len(hosts), len(full["jobs"])))
     print("  plan_run:     best %.3f s  median %.3f s  (target < 1 s)" % (full_best, full_median))
     print("  compact_plan: best %.3f s  median %.3f s  (on top of plan_run)" % (compact_best, compact_median))

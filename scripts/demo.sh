@@ -6,8 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
 
-cleanup() { scripts/simcluster down >/dev/null 2>&1 || true; }
-trap cleanup EXIT INT TERM
+trap 'scripts/simcluster down >/dev/null 2>&1 || true' EXIT INT TERM
 
 inventory=$(scripts/simcluster up --nodes 2 | tail -n 1)
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need on a fresh Debian machine:
-# system packages (Docker engine, sshd, iproute2, busybox, Chromium) and the
+# system packages (Docker engine, sshd, iproute2, busybox, Chromium; venv
+# support, git, rsync and shellcheck for `ansible-test sanity`) and the
 # Python virtual environment in .venv. Idempotent; safe to run every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(docker.io openssh-server openssh-client iproute2 busybox-static python3 python3-requests
-              iptables procps psmisc rsync chromium fonts-dejavu-core)
+              python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -28,7 +28,8 @@ def daemon_rss_mb(nodes: int) -> float:
     """Resident memory of everything running in the nodes' network namespaces (sshd, dockerd, containerd)."""
     total_kb = 0
     for index in range(1, nodes + 1):
-        pids = subprocess.run(["ip", "netns", "pids", f"cvsim-node{index}"], capture_output=True, text=True).stdout
+        pids = subprocess.run(["ip", "netns", "pids", f"cvsim-node{index}"], capture_output=True, text=True,
+                              check=False).stdout
         for pid in pids.split():
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
@@ -49,11 +50,12 @@ def main() -> None:
     args = parser.parse_args()
     subprocess.run([SIMCLUSTER, "down", *(["--purge"] if args.cold else [])], check=True, capture_output=True)
     up_s = timed([SIMCLUSTER, "up", "--nodes", str(args.nodes)])
-    info = json.loads(subprocess.run([SIMCLUSTER, "status", "--json"], capture_output=True, text=True).stdout)
+    info = json.loads(subprocess.run([SIMCLUSTER, "status", "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
     again_s = timed([SIMCLUSTER, "up", "--nodes", str(args.nodes)])
     size = subprocess.run([SIMCLUSTER, "exec", "node1", "--", "docker", "image", "inspect", "-f", "{{.Size}}",
                            info["image"]], capture_output=True, text=True, check=True).stdout
-    start_s = min(container_start_s("node1", info["image"]) for _ in range(3))
+    start_s = min(container_start_s("node1", info["image"]) for dummy in range(3))
     rss = daemon_rss_mb(args.nodes)
     down_s = timed([SIMCLUSTER, "down"])
     print(f"nodes: {args.nodes}")

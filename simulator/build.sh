@@ -15,7 +15,7 @@ set -euo pipefail
 IMAGE=clusterval/simulator:latest
 HERE=$(cd "$(dirname "$0")" && pwd)
 PYVER=3.11
-PY_PACKAGES=(libpython${PYVER}-minimal libpython${PYVER}-stdlib python${PYVER}-minimal)
+PY_PACKAGES=("libpython${PYVER}-minimal" "libpython${PYVER}-stdlib" "python${PYVER}-minimal")
 APT_PACKAGES=(busybox-static bash "${PY_PACKAGES[@]}")
 # Parts of the standard library the stand-ins never use; they only make the image bigger.
 # Extension modules that would drag in big libraries (OpenSSL, SQLite, ncurses...) are skipped too.
@@ -64,7 +64,7 @@ copy_python() {
     while read -r path; do
       if [[ -f $path && ! -L $path ]]; then install -D -m 0644 "$path" "$ROOT$path"; fi
     done
-  for path in "$ROOT"/usr/lib/python${PYVER}/lib-dynload/*.so; do
+  for path in "$ROOT/usr/lib/python${PYVER}/lib-dynload/"*.so; do
     copy_with_libs "${path#"$ROOT"}"
   done
 }

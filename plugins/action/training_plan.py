@@ -40,8 +40,8 @@ def plan_result(plan):
         "changed": False,
         "plan": plan,
         "ansible_facts": {"training_plan": plan},
-        "msg": "planned %s on %d host(s) in %d job(s), %s form" % (plan["framework"], len(plan["nodes"]),
-                                                                 len(plan["jobs"]), plan["form"]),
+        "msg": "planned %s on %d host(s) in %d job(s), %s form" % (
+            plan["framework"], len(plan["nodes"]), len(plan["jobs"]), plan["form"]),
     }
 
 

@@ -42,7 +42,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         plan = args["plan"] or task_vars.get("training_plan")
         host = task_vars.get("inventory_hostname", self._task.delegate_to or "")
         if not isinstance(plan, dict) or host not in plan.get("nodes", {}):

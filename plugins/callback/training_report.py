@@ -23,6 +23,7 @@ requirements:
 """
 
 import datetime
+import math
 import os
 import time
 from typing import Any, Dict, Optional
@@ -56,7 +57,7 @@ def host_name(result: Any) -> str:
 
 
 def format_eta(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)) or seconds != seconds or seconds < 0:
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
         return "-:--:--"
     return str(datetime.timedelta(seconds=int(seconds)))
 

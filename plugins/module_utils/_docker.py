@@ -24,7 +24,7 @@ def docker_get(socket_path: str, path: str, timeout: float = 10.0) -> Tuple[int,
             if not chunk:
                 break
             chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    head, dummy, body = b"".join(chunks).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
     if len(status_line) < 2 or not status_line[1].isdigit():
         raise ValueError("answered %r" % " ".join(status_line))
@@ -46,4 +46,3 @@ def container_state(socket_path: str, name: str) -> Dict[str, Any]:
         return state
     return dict(state, status=str(found.get("Status", "unknown")), exit_code=found.get("ExitCode"),
                 oom_killed=bool(found.get("OOMKilled")))
-

@@ -144,7 +144,7 @@ def _megatron_field(step: Dict[str, Any], key: str, value: str) -> None:
             step["mem_used_gb"] = float(match.group(1))
             step["mem_usage"] = float(match.group(4)) / 100.0
         return
-    instant, _, average = value.strip().partition("/")
+    instant, dummy, average = value.strip().partition("/")
     number = to_number(instant)
     if number is None:
         return

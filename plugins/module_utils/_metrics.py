@@ -56,7 +56,7 @@ def aggregate(steps: Sequence[Dict[str, Any]], metric: str) -> Optional[Dict[str
     points = [(s["step"], s[metric]) for s in steps if is_finite_number(s.get(metric))]
     if not points:
         return None
-    values = [v for _, v in points]
+    values = [v for dummy, v in points]
     return {
         "mean": statistics.fmean(values), "median": statistics.median(values), "min": min(values),
         "max": max(values), "p5": percentile(values, 5), "count": len(values),
@@ -170,8 +170,8 @@ def compare(node: str, metric: str, kind: str, value: float, actual: float, wher
     elif kind == "within":
         pct = float(threshold.get("pct", 5.0))
         ok = abs(actual - value) <= abs(value) * pct / 100.0
-        text = "%s %s %s %s +/- %s%% (within, %s)" % (metric, fmt(actual), "outside" if not ok else "within",
-                                                    fmt(value), fmt(pct), where)
+        text = "%s %s %s %s +/- %s%% (within, %s)" % (
+            metric, fmt(actual), "outside" if not ok else "within", fmt(value), fmt(pct), where)
     else:
         other = threshold.get("of")
         other_stats = aggregate(steady, other) if other else None
@@ -180,8 +180,8 @@ def compare(node: str, metric: str, kind: str, value: float, actual: float, wher
                               "%s: min_ratio needs metric %r, not found" % (metric, other))
         ratio = actual / other_stats["mean"]
         ok = ratio >= value
-        text = "%s/%s ratio %s %s %s (min_ratio, %s)" % (metric, other, fmt(ratio), "<" if not ok else ">=",
-                                                       fmt(value), where)
+        text = "%s/%s ratio %s %s %s (min_ratio, %s)" % (
+            metric, other, fmt(ratio), "<" if not ok else ">=", fmt(value), where)
         actual = ratio
     return make_check(node, "threshold", "pass" if ok else "fail", metric, value, actual, text)
 
@@ -354,8 +354,9 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
                        if aggregate(steady, m) is not None},
         }
         series[node] = node_series(sorted(steps, key=lambda s: s["step"]), steady, limit)
-    metric = next((m for m in THROUGHPUT_PREFERENCE if all(primary_throughput(steady_steps(nodes[n].get("steps") or [], warmup)) == m
-                                                             for n in throughput_means)), None)
+    metric = next((m for m in THROUGHPUT_PREFERENCE
+                   if all(primary_throughput(steady_steps(nodes[n].get("steps") or [], warmup)) == m
+                          for n in throughput_means)), None)
     if metric:
         checks.extend(judge_stragglers(throughput_means, metric, straggler_pct))
     failures = [failure_line(c) for c in checks if c["status"] == "fail"]

@@ -56,7 +56,7 @@ def docker_check(socket_path: str) -> Check:
 def image_present(socket_path: str, image: str) -> Optional[bool]:
     """Whether the daemon has the image already; None when it cannot tell."""
     try:
-        status, _ = docker_get(socket_path, "/images/%s/json" % quote(image, safe="/:@"))
+        status, dummy = docker_get(socket_path, "/images/%s/json" % quote(image, safe="/:@"))
     except (OSError, ValueError):
         return None
     return {200: True, 404: False}.get(status)

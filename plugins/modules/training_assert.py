@@ -54,12 +54,11 @@ options:
     default: true
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.attributes.action
 attributes:
-  action:
-    support: full
   check_mode:
     support: full
-    description: Only computes; runs unchanged in check mode.
+    details: Only computes; runs unchanged in check mode.
 """
 
 EXAMPLES = r"""

@@ -82,7 +82,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: The module only reads, so it runs unchanged in check mode.
+    details: The module only reads, so it runs unchanged in check mode.
 """
 
 EXAMPLES = r"""

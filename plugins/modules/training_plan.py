@@ -1,5 +1,6 @@
-#!/usr/bin/python
-# Documentation of the action plugin clusterval.training.training_plan (it runs on the controller).
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see galaxy.yml)
+# Documentation only: the work is done by the action plugin of the same name, on the controller.
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -23,8 +24,6 @@ description:
     the fact lands on every host of the play; a host finds its own part with
     C(training_plan | clusterval.training.node_view(inventory_hostname)), which works with both forms of
     the plan (see O(compact)).
-author:
-  - clusterval developers
 options:
   config:
     description:
@@ -102,17 +101,18 @@ options:
         both forms. V(false) returns the full form, easier to read for a handful of hosts.
     type: bool
     default: true
+extends_documentation_fragment:
+  - clusterval.training.attributes
+  - clusterval.training.attributes.action
 attributes:
   check_mode:
     support: full
-    description: Nothing changes anywhere; the plan is computed the same way in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+    details: Nothing changes anywhere; the plan is computed the same way in check mode.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: all
-    description: Runs on the controller only.
+    details: Runs on the controller only; nothing runs on the hosts.
 notes:
   - The HF token never enters the plan; only the path of its file (C(hf_token_file)) does.
 seealso:

@@ -92,7 +92,6 @@ options:
       token:
         description: The token written and expected back; required with O(shared_marker.mode=write) and V(read).
         type: str
-        no_log: true
       mode:
         description: What to do with the marker.
         type: str

@@ -1,5 +1,5 @@
-# Copyright: clusterval developers
-# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see galaxy.yml)
 # The work is done by the action plugin of the same name (plugins/action/training_watch.py).
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ description:
   - A node is done when it printed the final step, when its log shows a failure signature or a non-finite value,
     when its training process exited (non-zero is a failure; zero before the final step is a failure for a node that
     prints steps), when its training container ended without the launcher's exit status (killed, out of memory,
-    removed: a failure at the next poll, not after a timeout), when no new step appeared for O(hang_timeout) seconds (O(startup_timeout) before the first
-    step), or when O(deadline) seconds passed since the first poll.
+    removed), which fails the node at the next poll rather than after a timeout, when no new step appeared for
+    O(hang_timeout) seconds (O(startup_timeout) before the first step), or when O(deadline) seconds passed since the
+    first poll.
   - When a node fails, the plugin writes C(<run_dir>/abort.json); the next poll of every other node returns
     RV(done=true) with RV(stopped_by) naming the failed node, so the whole job stops at once.
   - Megatron-LM prints iteration lines on the last node of a job only; the other nodes of that job are done when
@@ -27,8 +28,6 @@ description:
     the job's GPU count (nodes times GPUs per node) to M(clusterval.training.training_log), so every iteration that shows
     the global batch size carries C(tokens_per_gpu).
   - This is an action plugin; it runs on the controller and reaches the node through the task's connection.
-author:
-  - clusterval developers
 options:
   plan:
     description:
@@ -76,17 +75,16 @@ options:
       - The Docker daemon's unix socket on the node, where the state of the plan's training container is read.
     type: path
     default: /var/run/docker.sock
+extends_documentation_fragment:
+  - clusterval.training.attributes
+  - clusterval.training.attributes.action
 attributes:
   check_mode:
     support: none
-    description: Polling a running job has no meaning in check mode; the C(train) role skips it.
-  diff_mode:
-    support: none
+    details: Polling a running job has no meaning in check mode; the C(train) role skips it.
   idempotent:
     support: none
-    description: Every poll consumes the log from the last offset and updates the state file.
-  action:
-    support: full
+    details: Every poll consumes the log from the last offset and updates the state file.
 notes:
   - Keep O(ignore:delay) short (the C(train) role uses 2 seconds); each poll reads only the bytes appended since the last one.
 seealso:

@@ -220,7 +220,7 @@ class Rendezvous:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([listener], [], [], remaining)[0]:
                 raise RendezvousTimeout([0, *sorted(self.peers)], self.nnodes, "server")
-            conn, _ = listener.accept()
+            conn, dummy = listener.accept()
             self._admit(conn, deadline)
         for conn in self.peers.values():
             conn.sendall(b"GO\n")

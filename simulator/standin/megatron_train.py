@@ -8,7 +8,6 @@ last node, then the script's summary lines.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time

@@ -41,7 +41,7 @@ class SimCluster:
             input: str | None = None) -> subprocess.CompletedProcess:
         """Run argv inside the node's network and mount namespaces (as its sshd and dockerd see the world)."""
         proc = subprocess.run([str(SIMCLUSTER), "exec", node, "--", *argv], capture_output=True, text=True,
-                              timeout=timeout, input=input)
+                              timeout=timeout, input=input, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"{node}: {' '.join(argv)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -51,7 +51,7 @@ class SimCluster:
         argv = ["ssh", "-i", str(self.ssh_key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
                 "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
                 f"root@{self.addresses[node]}", command]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {node}: {command} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -79,16 +79,16 @@ def cannot_run_reason() -> str | None:
     for tool in ("dockerd", "sshd"):
         if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
             return f"{tool} is missing: install docker.io and openssh-server (scripts/setup.sh)"
-    probe = subprocess.run(["ip", "netns", "add", "cvsim-pytest-probe"], capture_output=True, text=True)
+    probe = subprocess.run(["ip", "netns", "add", "cvsim-pytest-probe"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"cannot create network namespaces here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "delete", "cvsim-pytest-probe"], capture_output=True)
+    subprocess.run(["ip", "netns", "delete", "cvsim-pytest-probe"], capture_output=True, check=False)
     return None
 
 
 def bring_up(count: int) -> SimCluster:
     proc = subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(count)], capture_output=True, text=True,
-                          timeout=900)
+                          timeout=900, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"simcluster up failed:\n{proc.stderr}")
     status = subprocess.run([str(SIMCLUSTER), "status", "--json"], capture_output=True, text=True, check=True)
@@ -126,4 +126,4 @@ def simcluster(simcluster_supported):
         yield cluster
     finally:
         if os.environ.get("CLUSTERVAL_SIMCLUSTER_KEEP") != "1":
-            subprocess.run([str(SIMCLUSTER), "down"], capture_output=True, text=True, timeout=300)
+            subprocess.run([str(SIMCLUSTER), "down"], capture_output=True, text=True, timeout=300, check=False)

@@ -45,7 +45,7 @@ def run_plan(ansible_env, *extra):
     argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/plan.yml",
             "-e", "training_config=" + CONFIG, "-e", "training_model=llama3_1_8b",
             "-e", "training_gpu_arch=mi300x", *extra]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def task_results(output, name):
@@ -85,14 +85,14 @@ def test_plan_playbook_refuses_changeme_without_traceback(ansible_env):
 
 
 def test_ad_hoc_module_call_with_names_outside_the_inventory(ansible_env):
-    env, _ = ansible_env
+    env, dummy = ansible_env
     args = {"config": "configs/jax/mi300x_distributed_llama3_1_70b.json", "hosts": ["h1", "h2"],
             "overrides": {"config": {"nccl_ib_hca": "mlx5_0", "nccl_socket_ifname": "eth0",
                                      "gloo_socket_ifname": "eth0", "nccl_ib_gid_index": "3"}}}
     argv = [os.path.join(BIN, "ansible"), "localhost", "-i", "localhost,", "-c", "local",
             "-m", "clusterval.training.training_plan", "-a", json.dumps(args)]
     env = dict(env, ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
-    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     plan = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["plan"]
     assert plan["jobs"][0]["coordinator_address"] == "h1"
@@ -133,7 +133,7 @@ def test_node_view_filter_in_a_playbook_gives_the_same_node_from_both_forms(ansi
     for compact in ("false", "true"):
         argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, str(playbook),
                 "-e", "compact_form=" + compact, "-e", json.dumps(OVERRIDES)]
-        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         views[compact] = {host: result["msg"] for host, result in task_results(proc.stdout, "Node view").items()}
     for rank, host in enumerate(("n1", "n2", "n3")):

@@ -97,7 +97,7 @@ def png_pixels(path):
         elif kind == b"IDAT":
             chunks.append(body)
         position += 12 + length
-    width, height, depth, colour, _, _, interlace = header
+    width, height, depth, colour, dummy, dummy, interlace = header
     assert depth == 8 and colour in (2, 6) and interlace == 0
     channels = 3 if colour == 2 else 4
     raw, stride, rows, previous = zlib.decompress(b"".join(chunks)), width * channels, [], bytearray(width * channels)
@@ -122,14 +122,14 @@ def png_pixels(path):
 
 
 def count_colour(pixels, hex_colour):
-    width, _, channels, rows = pixels
+    width, dummy, channels, rows = pixels
     target = bytes.fromhex(hex_colour.lstrip("#"))
     return sum(1 for row in rows for x in range(width) if row[x * channels:x * channels + 3] == target)
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 def test_report_html_renders_the_curves_in_headless_chromium(passed_run, tmp_path):
-    _, run_dir = passed_run
+    dummy, run_dir = passed_run
     shot = tmp_path / "report.png"
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -92,7 +92,7 @@ def test_ansible_reaches_every_node_through_the_inventory(simcluster):
         pytest.skip("the venv has no ansible (scripts/setup.sh)")
     proc = subprocess.run([str(ansible), "-i", str(simcluster.inventory), "training_nodes", "-o",
                            "-m", "ansible.builtin.command", "-a", "cat /proc/sys/kernel/hostname"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for node in simcluster.nodes:
         assert re.search(rf"^{node} \| CHANGED", proc.stdout, re.M)
@@ -170,7 +170,7 @@ def test_up_again_keeps_the_running_cluster(simcluster):
     before = simcluster.data_roots
     pids = [(simcluster.state_dir / "nodes" / n / "dockerd.pid").read_text() for n in simcluster.nodes]
     proc = subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(len(simcluster.nodes))], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
     assert proc.returncode == 0 and "already up" in proc.stderr
     assert proc.stdout.strip() == str(simcluster.inventory)
     assert [(simcluster.state_dir / "nodes" / n / "dockerd.pid").read_text() for n in simcluster.nodes] == pids
@@ -184,9 +184,9 @@ ISOLATED = {"CLUSTERVAL_SIMCLUSTER_PREFIX": "cvtst", "CLUSTERVAL_SIMCLUSTER_SUBN
 
 def leftovers(state: str, prefix: str) -> list[str]:
     found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     found += [f"netns {n}" for n in netns.split() if n.startswith(f"{prefix}-")]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
     found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
               if line.split(":")[1].strip().startswith(prefix)]
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
@@ -212,7 +212,7 @@ def leftovers(state: str, prefix: str) -> list[str]:
 def isolated_env(tmp_path, simcluster_supported):
     env = {**os.environ, **ISOLATED, "CLUSTERVAL_SIMCLUSTER_INVENTORY": str(tmp_path / "hosts.yml")}
     yield env
-    subprocess.run([str(SIMCLUSTER), "down"], env=env, capture_output=True, timeout=300)
+    subprocess.run([str(SIMCLUSTER), "down"], env=env, capture_output=True, timeout=300, check=False)
 
 
 def wait_for(predicate, timeout: float) -> bool:
@@ -227,14 +227,15 @@ def wait_for(predicate, timeout: float) -> bool:
 def test_down_leaves_nothing_behind(isolated_env):
     state, prefix = ISOLATED["CLUSTERVAL_SIMCLUSTER_STATE"], ISOLATED["CLUSTERVAL_SIMCLUSTER_PREFIX"]
     up = subprocess.run([str(SIMCLUSTER), "up", "--nodes", "2"], env=isolated_env, capture_output=True, text=True,
-                        timeout=600)
+                        timeout=600, check=False)
     assert up.returncode == 0, up.stderr
     assert leftovers(state, prefix), "up created nothing"
     for network in ("host", "none"):  # "none": the container has namespaces of its own
         subprocess.run([str(SIMCLUSTER), "exec", "node1", "--", "docker", "run", "-d", "--network", network,
                         "clusterval/simulator:latest", "sleep", "infinity"], env=isolated_env, check=True,
                        capture_output=True, timeout=60)
-    down = subprocess.run([str(SIMCLUSTER), "down"], env=isolated_env, capture_output=True, text=True, timeout=300)
+    down = subprocess.run([str(SIMCLUSTER), "down"], env=isolated_env, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert down.returncode == 0, down.stderr
     assert wait_for(lambda: not leftovers(state, prefix), 10), leftovers(state, prefix)
     assert not Path(isolated_env["CLUSTERVAL_SIMCLUSTER_INVENTORY"]).exists()
@@ -248,7 +249,8 @@ def test_down_cleans_up_after_an_interrupted_up(isolated_env):
     up.send_signal(signal.SIGKILL)
     up.wait()
     assert leftovers(state, prefix)
-    down = subprocess.run([str(SIMCLUSTER), "down"], env=isolated_env, capture_output=True, text=True, timeout=300)
+    down = subprocess.run([str(SIMCLUSTER), "down"], env=isolated_env, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert down.returncode == 0, down.stderr
     assert wait_for(lambda: not leftovers(state, prefix), 10), leftovers(state, prefix)
 
@@ -256,7 +258,7 @@ def test_down_cleans_up_after_an_interrupted_up(isolated_env):
 def test_up_refuses_a_subnet_that_is_in_use(isolated_env):
     env = {**isolated_env, "CLUSTERVAL_SIMCLUSTER_SUBNET": "127.0.0.0/24"}
     proc = subprocess.run([str(SIMCLUSTER), "up", "--nodes", "1"], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert proc.returncode == 1
     assert "clashes with 127.0.0.1/8 on lo" in proc.stderr
 
@@ -264,7 +266,7 @@ def test_up_refuses_a_subnet_that_is_in_use(isolated_env):
 def test_refuses_clearly_when_not_root(simcluster_supported, tmp_path):
     env = {"PATH": os.environ["PATH"], "CLUSTERVAL_SIMCLUSTER_STATE": str(tmp_path / "state")}
     proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(SIMCLUSTER), "up",
-                           "--nodes", "1"], env=env, capture_output=True, text=True, timeout=60)
+                           "--nodes", "1"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1
     assert "must run as root" in proc.stderr
     assert not (tmp_path / "state").exists()

@@ -73,7 +73,7 @@ class StandIn:
             path = self.tmp / "custom.yml"
             path.write_text(yaml)
         return subprocess.run([sys.executable, str(STANDIN / "maxtext_train.py"), str(path), *args],
-                              env=self.env(env or {}), capture_output=True, text=True, timeout=timeout)
+                              env=self.env(env or {}), capture_output=True, text=True, timeout=timeout, check=False)
 
     def maxtext_popen(self, env: dict[str, str]) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, str(STANDIN / "maxtext_train.py"), str(self.yaml)],
@@ -83,7 +83,7 @@ class StandIn:
                  script: str = "train_llama3.sh", timeout: float = 60) -> subprocess.CompletedProcess:
         full = {k: v for k, v in {**MEGATRON_ENV, **(env or {})}.items() if k not in drop}
         return subprocess.run([sys.executable, str(STANDIN / "megatron_train.py"), f"examples/llama/{script}"],
-                              env=self.env(full), capture_output=True, text=True, timeout=timeout)
+                              env=self.env(full), capture_output=True, text=True, timeout=timeout, check=False)
 
     def megatron_popen(self, env: dict[str, str]) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, str(STANDIN / "megatron_train.py"), "train_llama3.sh"],

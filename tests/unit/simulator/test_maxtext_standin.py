@@ -119,7 +119,7 @@ def test_two_ranks_rendezvous_and_both_train(standin):
     rank1 = standin.maxtext_popen({**common, "NODE_RANK": "1"})
     time.sleep(0.3)  # rank 1 first: it must retry until rank 0 listens
     rank0 = standin.maxtext(env={**common, "NODE_RANK": "0"})
-    out1, _ = rank1.communicate(timeout=60)
+    out1, dummy = rank1.communicate(timeout=60)
     assert rank0.returncode == 0 and rank1.returncode == 0, rank0.stdout + out1
     for output in (rank0.stdout, out1):
         assert [r[0] for r in steps(output)] == [0, 1, 2, 3, 4]
@@ -163,7 +163,7 @@ def test_a_peer_that_dies_takes_the_job_down(standin):
               "CLUSTERVAL_SIM_CRASH_AT_STEP": "2", "CLUSTERVAL_SIM_CRASH_RANK": "1"}
     rank1 = standin.maxtext_popen({**common, "NODE_RANK": "1"})
     rank0 = standin.maxtext(env={**common, "NODE_RANK": "0"})
-    out1, _ = rank1.communicate(timeout=60)
+    out1, dummy = rank1.communicate(timeout=60)
     assert rank1.returncode == 1 and "Traceback" in out1
     assert rank0.returncode != 0
     assert "The following tasks are unhealthy (stopped sending heartbeats):" in rank0.stdout
@@ -187,7 +187,7 @@ def test_hang_stops_printing_but_keeps_running(standin):
     time.sleep(2)
     assert proc.poll() is None
     proc.kill()
-    out, _ = proc.communicate()
+    out, dummy = proc.communicate()
     assert [r[0] for r in steps(out)] == [0, 1]
 
 

@@ -119,7 +119,7 @@ def test_only_the_last_node_prints_iterations(standin):
     env = multi_node_env(standin.free_port())
     last = standin.megatron_popen({**env, "NODE_RANK": "1"})
     first = standin.megatron({**env, "NODE_RANK": "0"})
-    out_last, _ = last.communicate(timeout=60)
+    out_last, dummy = last.communicate(timeout=60)
     assert first.returncode == 0 and last.returncode == 0, first.stdout + out_last
     assert iterations(first.stdout) == [] and summary(first.stdout) == {}
     assert len(iterations(out_last)) == 6
@@ -171,7 +171,7 @@ def test_hang_on_the_last_node_stops_the_lines(standin):
     time.sleep(2)
     assert proc.poll() is None
     proc.kill()
-    out, _ = proc.communicate()
+    out, dummy = proc.communicate()
     assert [int(r[0]) for r in iterations(out)] == [1, 2]
 
 

@@ -9,7 +9,7 @@ def serve_once(path, answer):
     server.listen(1)
 
     def handle():
-        conn, _ = server.accept()
+        conn, dummy = server.accept()
         conn.recv(4096)
         conn.sendall(answer)
         conn.close()

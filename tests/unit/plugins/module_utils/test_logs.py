@@ -42,7 +42,7 @@ class TestMaxTextReal:
         result = parse(excerpts(MX)["MX-08"])
         assert result.steps == []
         assert list(result.evals) == [{"step": 4, "loss": 9.855, "total_weights": 75264.0},
-                                {"step": 9, "loss": 9.42, "total_weights": 75264.0}]
+                                      {"step": 9, "loss": 9.42, "total_weights": 75264.0}]
 
     def test_mx09_absl_noise_and_timing_outlier(self):
         result = parse(excerpts(MX)["MX-09"])

@@ -42,9 +42,10 @@ def config(name):
     return load_config_file(os.path.join(REPO, "configs", name))
 
 
-def plan(name, overrides=None, hosts=HOSTS, **options):
+def plan(name, overrides=None, hosts=None, **options):
     options.setdefault("run_id", "r1")
-    return plan_run(config(name), hosts, PlanOptions(config_path="/c/" + name, overrides=overrides, **options))
+    return plan_run(config(name), HOSTS if hosts is None else hosts,
+                    PlanOptions(config_path="/c/" + name, overrides=overrides, **options))
 
 
 @pytest.mark.parametrize("name, model, arch, unset", SEEDS)
@@ -228,7 +229,7 @@ def test_no_hosts_is_an_error():
 # -- compact form ---------------------------------------------------------------------------------
 
 THREE_HOSTS = [Host("n1", "10.0.0.1"), Host("n2", "10.0.0.2"), Host("n3", "10.0.0.3")]
-SINGLE_NODE_SEEDS = [(name, model, arch) for name, model, arch, _ in SEEDS if "single" in name]
+SINGLE_NODE_SEEDS = [(name, model, arch) for name, model, arch, dummy in SEEDS if "single" in name]
 
 
 def hosts(count):

@@ -1,10 +1,8 @@
 """Node checks of the preflight probe."""
 import json
 import os
-import socket
 import stat
 import subprocess
-import threading
 
 import pytest
 from fake_docker import serve_once

@@ -71,8 +71,9 @@ def test_write_reports(tmp_path):
 def test_progress_summary_names_the_slowest_node_and_counts_failures():
     from ansible_collections.clusterval.training.plugins.callback.training_report import progress_summary
     latest = {
-        "node%d" % i: {"host": "node%d" % i, "progress": {"step": 10 + i, "final_step": 29, "tokens_per_sec": 8000.0 + i,
-                                                         "loss": 9.0, "eta_s": 60 - i}}
+        "node%d" % i: {"host": "node%d" % i,
+                       "progress": {"step": 10 + i, "final_step": 29, "tokens_per_sec": 8000.0 + i,
+                                    "loss": 9.0, "eta_s": 60 - i}}
         for i in range(1, 12)
     }
     latest["node3"] = dict(latest["node3"], done=True, failed=True)
