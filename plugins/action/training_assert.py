@@ -1,5 +1,5 @@
 # Copyright: clusterval.training contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side verdict: checks every node against the plan, fails with one line per failed check."""
 from __future__ import annotations
 

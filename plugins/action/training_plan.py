@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Action plugin clusterval.training.training_plan: config file -> per-host plan, on the controller."""
 from __future__ import annotations
 

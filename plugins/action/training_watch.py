@@ -1,4 +1,4 @@
-# Copyright: clusterval developers
+# Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of clusterval.training.training_watch: one poll of one node.
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter clusterval.training.env_list: dict of environment variables -> list of NAME=value."""
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter clusterval.training.node_view: a training plan (full or compact form) -> one node's whole part."""
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter clusterval.training.shell_join: argv list -> one shell-quoted command line."""
 from __future__ import annotations
 

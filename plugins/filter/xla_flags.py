@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter clusterval.training.xla_flags: dict of XLA flags -> XLA_FLAGS string."""
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Training config engine: load, validate, coerce, `{user-id}`, `<changeme>`, overrides, selection.
 
 The seed format is described in docs/config.md. Everything here is pure Python and raises

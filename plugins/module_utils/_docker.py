@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The Docker Engine API over the daemon's unix socket, read-only, with the standard library only.
 
 Node-side modules use it where a check must cost milliseconds and need no Docker SDK on the node.

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Input errors that name the JSON path, the expected and the found value."""
 from __future__ import annotations
 

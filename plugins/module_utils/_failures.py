@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Failure signatures of distributed training output, each with a class.
 
 A signature is a literal that is searched for with ``bytes.find`` (fast, so a

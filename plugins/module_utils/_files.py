@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Directories and small files of a run on a node, made in one pass and idempotently."""
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Incremental parsers for MaxText, Megatron-LM (and Primus) and NxDT output.
 
 ``parse_log(path, offset=...)`` reads only what lies after ``offset``, in

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """MaxText (JAX): typed YAML config, model checks, parallelism checks and the launch line."""
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Steady-state aggregates, threshold checks, convergence, completion, stragglers, verdict."""
 from __future__ import annotations
 

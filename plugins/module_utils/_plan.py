@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The per-host plan: from a training config and an ordered list of hosts, everything each node needs.
 
 The plan's shape is fixed in docs/architecture.md ("The plan"). It comes in two forms: the full form

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Node checks before a run: one call looks at everything and returns one verdict per check.
 
 Each check is a dict ``{check, ok, detail}``. Nothing here raises on a bad node: a missing

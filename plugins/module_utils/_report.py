@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Report rendering: results.json, JUnit XML and a self-contained HTML page with inline SVG."""
 from __future__ import annotations
 

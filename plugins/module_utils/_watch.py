@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The controller side of one poll of one node: merge, decide, record.
 
 The action plugin clusterval.training.training_watch runs clusterval.training.training_log on the node and

@@ -1,3 +1,5 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """XLA flag catalogue, typed checks and deterministic `XLA_FLAGS` rendering.
 
 The catalogue holds the flags MaxText's high-performance notes document (seed 002) and the

@@ -1,5 +1,5 @@
 # Copyright: clusterval.training contributors
-# Apache License 2.0 (see galaxy.yml)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # Documentation only: the work is done by the action plugin of the same name, on the controller.
 from __future__ import annotations
 

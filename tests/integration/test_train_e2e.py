@@ -146,6 +146,23 @@ def test_a_slow_node_is_reported_as_a_straggler(simcluster, nodes, tmp_path):
     assert_no_training_container(simcluster, nodes)
 
 
+def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(simcluster, nodes, tmp_path):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, args=["--check"])
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    tasks = [task for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]]
+    shown = {host: result for t in tasks if t["task"]["name"].endswith("What would run (check mode)")
+             for host, result in t["hosts"].items()}
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    for rank, node in enumerate(nodes):
+        container = shown[node]["msg"]["container"]
+        assert container["command"] == ["sh", node_view(plan, node)["run_dir"] + "/launch.sh"]
+        assert container["env"]["NODE_RANK"] == str(rank) and container["image"] == simcluster.image
+    assert_no_training_container(simcluster, nodes)
+    assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))
+
+
 def test_a_remaining_changeme_fails_before_any_container_starts(simcluster, nodes, tmp_path):
     proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra={"config": {"nccl_ib_gid_index": "<changeme>"}})
     assert proc.returncode != 0
