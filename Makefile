@@ -1,12 +1,14 @@
 # make demo: set up, bring up a 2-node simulated cluster, run the JAX and
 #            Megatron seed configs through the real playbooks, tear down.
-# make test: set up, lint, build the collection, run ansible-test sanity, unit and integration tests.
+# make test: set up, lint, build the collection, run ansible-test sanity, unit and integration tests
+#            (the integration tests include the Molecule scenarios of extensions/molecule).
+# make molecule: only the Molecule scenarios, on a simulated cluster brought up and down for them.
 SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup test unit integration lint build sanity demo clean
+.PHONY: setup test unit integration molecule lint build sanity demo clean
 
 setup:
 	scripts/setup.sh
@@ -19,8 +21,11 @@ unit:
 integration:
 	CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration
 
+molecule: setup
+	CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration/test_molecule.py
+
 lint:
-	ansible-lint --offline -q roles playbooks
+	ansible-lint --offline -q roles playbooks extensions/molecule
 
 sanity:
 	scripts/sanity.sh

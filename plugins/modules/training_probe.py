@@ -166,6 +166,7 @@ failed_checks:
   sample: [disk]
 """
 
+import os
 import socket
 import subprocess
 
@@ -199,7 +200,8 @@ def marker_checks(marker):
             _probe.write_marker(marker["path"], marker["token"])
         except OSError as exc:
             return [_probe.check("shared_cache", False, "cannot write %s: %s" % (marker["path"], exc.strerror))]
-        return []
+        return [_probe.check("shared_cache", True, "wrote the run's marker into %s for the other nodes to read back"
+                             % os.path.dirname(marker["path"]))]
     if marker["mode"] == "remove":
         _probe.remove_marker(marker["path"])
         return []
@@ -239,8 +241,8 @@ def main():
 
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
-    marker_errors = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
-    checks = marker_errors + run_checks(module.params, run)
+    marker_first = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
+    checks = marker_first + run_checks(module.params, run)
     if marker["mode"] == "read":
         checks.extend(marker_checks(marker))
     node = module.params["node"] or socket.gethostname()
@@ -248,7 +250,7 @@ def main():
     token_file = module.params["token_file"]
     module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
                      failed_checks=[c["check"] for c in checks if not c["ok"]],
-                     marker_written=marker["mode"] == "write" and not marker_errors,
+                     marker_written=marker["mode"] == "write" and all(c["ok"] for c in marker_first),
                      image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
                      token_present=_probe.token_check(token_file)["ok"] if token_file else None)
 
