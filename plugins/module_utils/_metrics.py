@@ -7,31 +7,15 @@ import math
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-HIGHER = "higher"
-LOWER = "lower"
-DIRECTIONS: Dict[str, str] = {
-    "tflops_per_sec_per_gpu": HIGHER,
-    "tokens_per_sec_per_gpu": HIGHER,
-    "throughput_per_gpu": HIGHER,
-    "tokens_per_gpu": HIGHER,
-    "elapsed_time_per_iteration": LOWER,
-    "seconds": LOWER,
-    "mem_usage": LOWER,
-    "mem_used_gb": LOWER,
-}
-THROUGHPUT_PREFERENCE = ("tokens_per_sec_per_gpu", "tokens_per_gpu", "throughput_per_gpu", "tflops_per_sec_per_gpu")
-SUMMARY_METRICS = {
-    "maxtext": ("tflops_per_sec_per_gpu", "tokens_per_sec_per_gpu", "seconds"),
-    "megatron": ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
-    "nxdt": ("throughput", "seconds"),
-}
-DEFAULT_WARMUP = {"maxtext": 3, "megatron": 2, "nxdt": 2}
+from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import (
+    HIGHER,
+    THROUGHPUT_PREFERENCE,
+    direction_of,
+)
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import default_warmup, stack_of
+
 THRESHOLD_KINDS = ("min", "max", "within", "min_ratio", "info")
 SERIES_METRICS = ("loss",) + THROUGHPUT_PREFERENCE
-
-
-def direction_of(metric: str) -> str:
-    return DIRECTIONS.get(metric, HIGHER)
 
 
 def is_finite_number(value: Any) -> bool:
@@ -81,14 +65,15 @@ class SteadyMeans:
     def add(self, step: Dict[str, Any]) -> None:
         if self.framework is None:
             return
-        warmup = DEFAULT_WARMUP.get(self.framework, 2) if self.warmup is None else self.warmup
+        warmup = default_warmup(self.framework) if self.warmup is None else self.warmup
         if len(self.seen) < warmup:
             if step["step"] not in self.seen:
                 self.seen.append(step["step"])
             return
         if step["step"] in self.seen:
             return
-        for metric in SUMMARY_METRICS.get(self.framework, ()):
+        stack = stack_of(self.framework)
+        for metric in stack.summary_metrics if stack else ():
             if is_finite_number(step.get(metric)):
                 total = self.sums.setdefault(metric, [0.0, 0])
                 total[0] += step[metric]
@@ -326,7 +311,7 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
     """All checks for all nodes, the verdict, per-node summaries and downsampled series."""
     framework = plan.get("framework")
     warmup = warmup_steps if warmup_steps is not None else plan.get("warmup_steps")
-    warmup = DEFAULT_WARMUP.get(framework or "", 2) if warmup is None else int(warmup)
+    warmup = default_warmup(framework) if warmup is None else int(warmup)
     plan_nodes = plan.get("nodes") or {}
     checks: List[Dict[str, Any]] = []
     throughput_means: Dict[str, float] = {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -40,11 +39,12 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._launch import HF_TOKEN_MOUNT, launch_script
+from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._xla import render_xla_flags
 
-MAXTEXT = "maxtext"
-MEGATRON = "megatron"
-FRAMEWORKS = (MAXTEXT, MEGATRON)
+FRAMEWORKS = PLANNED
 FULL_FORM = "full"
 COMPACT_FORM = "compact"
 # Kept in `nodes[host]` of the compact form even when every node has the same value: they say who the node is.
@@ -52,14 +52,10 @@ NODE_IDENTITY = ("host", "address", "job", "node_rank", "prints_steps")
 SIMULATOR_REPOSITORY = "clusterval/simulator"
 DEFAULT_JAX_PORT = 1234
 DEFAULT_GPUS_PER_NODE = 8
-DEFAULT_WARMUP = {MAXTEXT: 3, MEGATRON: 2}
-STEPS_KEY = {MAXTEXT: "training_steps", MEGATRON: "training_iterations"}
-COORDINATOR_KEY = {MAXTEXT: "coordinator_ip", MEGATRON: "master_address"}
+STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
+COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
 DEFAULT_LD_LIBRARY_PATH = "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu"
-# Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
-HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
 SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
-LOWER_IS_BETTER = ("elapsed_time", "time_per", "mem", "latency", "seconds")
 
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -164,7 +160,7 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
         "remote_user": options.remote_user,
         "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
         "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),
-        "final_step": ctx.total_steps - 1 if ctx.framework == MAXTEXT else ctx.total_steps,
+        "final_step": STACKS[ctx.framework].final_step(ctx.total_steps),
         "total_steps": ctx.total_steps,
         "warmup_steps": warmup_steps(ctx),
         "jobs": [job_summary(job) for job in jobs],
@@ -363,7 +359,7 @@ def job_summary(job: Job) -> Dict[str, Any]:
 
 
 def warmup_steps(ctx: Context) -> int:
-    default = DEFAULT_WARMUP[ctx.framework]
+    default = STACKS[ctx.framework].default_warmup
     value = ctx.options.warmup_steps
     steps = default if value is None else to_int(value, "warmup_steps", minimum=0)
     if steps >= ctx.total_steps and "warmup" not in " ".join(ctx.warnings):
@@ -382,7 +378,7 @@ def thresholds(ctx: Context) -> List[Dict[str, Any]]:
     for metric, value in results.items():
         if is_documentation_key(metric):
             continue
-        lower = any(word in metric for word in LOWER_IS_BETTER)
+        lower = direction_of(metric) == LOWER
         unset = is_unset(value)
         if unset:
             ctx.warnings.append("%s: no threshold set (<changeme>); the metric is reported, not judged"
@@ -593,26 +589,12 @@ def unique(values: Sequence[str]) -> List[str]:
     return list(dict.fromkeys(values))
 
 
-def launch_script(ctx: Context, common: Mapping[str, Any], log_path: str, exit_path: str) -> str:
-    lines = [
-        "#!/bin/sh",
-        "# clusterval.training launch script for run %s" % ctx.run_id,
-        "exit_file=%s" % shlex.quote(exit_path),
-        'finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }',
-        'rm -f "$exit_file"',
-        "if [ -r %s ]; then HF_TOKEN=$(cat %s) && export HF_TOKEN; fi" % (HF_TOKEN_MOUNT, HF_TOKEN_MOUNT),
-        "cd %s || finish 126" % shlex.quote(common["workdir"]),
-        *common["run_lines"],
-        "finish $?",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[str, Any]:
     log_path = "%s/training.log" % ctx.run_dir
     exit_path = "%s/training.exit" % ctx.run_dir
     script_path = "%s/launch.sh" % ctx.run_dir
-    files = [{"path": script_path, "mode": "0755", "content": launch_script(ctx, common, log_path, exit_path)}]
+    script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path)
+    files = [{"path": script_path, "mode": "0755", "content": script}]
     files.extend(common["files"])
     labels = {"clusterval.run_id": ctx.run_id, "clusterval.job": job.name}
     return {"log_path": log_path, "exit_path": exit_path, "files": files, "labels": labels,
@@ -652,7 +634,7 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
         "coordinator_address": job.coordinator_address,
         "coordinator_port": job.coordinator_port,
         "gpus": ctx.options.gpus_per_node,
-        "prints_steps": ctx.framework == MAXTEXT or rank == job.nnodes - 1,
+        "prints_steps": STACKS[ctx.framework].prints_steps(rank, job.nnodes),
         "run_dir": ctx.run_dir,
         "log_path": job_parts["log_path"],
         "exit_code_path": job_parts["exit_path"],

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDED
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
+from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 from ansible_collections.clusterval.training.plugins.module_utils._plan import MEGATRON, node_view
 
 WATCH_DIR = "watch"
@@ -29,13 +30,6 @@ SECONDARY_CLASSES = frozenset({"coordination", "network"})
 LOG_GRACE_S = 60.0
 MISSING_FILE = "No such file"
 DOCKER_SOCKET = "/var/run/docker.sock"
-THROUGHPUT_KEYS = (
-    "tokens_per_sec_per_gpu",
-    "tokens_per_gpu",
-    "tokens_per_sec",
-    "tflops_per_sec_per_gpu",
-    "throughput_per_gpu",
-)
 
 State = Dict[str, Any]
 
@@ -331,7 +325,7 @@ def progress_of(state: State, final_step: int, now: float) -> Dict[str, Any]:
 
 
 def throughput_of(step: Mapping[str, Any]) -> Optional[float]:
-    return next((step[k] for k in THROUGHPUT_KEYS if isinstance(step.get(k), (int, float))), None)
+    return next((step[k] for k in THROUGHPUT_PREFERENCE if isinstance(step.get(k), (int, float))), None)
 
 
 def eta_of(state: State, final_step: int) -> Optional[float]:

@@ -1,0 +1,54 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""What the collection knows about each training stack, in one place.
+
+A leaf module (no imports of the collection's own), so that node-side code (log parsing, the watch)
+reads the same facts as the planner without carrying the planner with it.
+"""
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional, Tuple
+
+MAXTEXT = "maxtext"
+MEGATRON = "megatron"
+NXDT = "nxdt"
+EVERY_RANK = "every"
+LAST_RANK = "last"
+
+
+class Stack(NamedTuple):
+    name: str
+    label: str
+    steps_key: Optional[str]           # the config key holding the step count
+    coordinator_key: Optional[str]     # the config key holding the coordinator's address
+    default_warmup: int                # steps skipped before judging
+    summary_metrics: Tuple[str, ...]   # steady means reported per node, keyed like result_dict
+    printing_rank: str                 # which node of a job prints the step lines
+    last_step_offset: int              # final step = total steps + this (MaxText counts from 0)
+
+    def final_step(self, total_steps: int) -> int:
+        return total_steps + self.last_step_offset
+
+    def prints_steps(self, node_rank: int, nnodes: int) -> bool:
+        return self.printing_rank == EVERY_RANK or node_rank == nnodes - 1
+
+
+STACKS: Dict[str, Stack] = {
+    MAXTEXT: Stack(MAXTEXT, "MaxText (JAX)", "training_steps", "coordinator_ip", 3,
+                   ("tflops_per_sec_per_gpu", "tokens_per_sec_per_gpu", "seconds"), EVERY_RANK, -1),
+    MEGATRON: Stack(MEGATRON, "Megatron-LM", "training_iterations", "master_address", 2,
+                    ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
+                    LAST_RANK, 0),
+    # parsed only (Neuronx Distributed Training logs); never planned
+    NXDT: Stack(NXDT, "Neuronx Distributed Training", None, None, 2, ("throughput", "seconds"), EVERY_RANK, 0),
+}
+PLANNED = (MAXTEXT, MEGATRON)
+
+
+def stack_of(name: Optional[str]) -> Optional[Stack]:
+    return STACKS.get(name or "")
+
+
+def default_warmup(name: Optional[str]) -> int:
+    stack = stack_of(name)
+    return stack.default_warmup if stack else 2
