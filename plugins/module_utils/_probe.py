@@ -89,12 +89,12 @@ def python_modules_check(names: Sequence[str]) -> Check:
         except Exception as exc:  # a broken install fails the check, never the probe
             missing.append("%s (%s: %s)" % (name, type(exc).__name__, exc))
         else:
-            found.append("%s %s" % (name, getattr(module, "__version__", "")))
+            found.append(("%s %s" % (name, getattr(module, "__version__", ""))).strip())
     if missing:
         return check("python_modules", False, "%s cannot import %s (community.docker's modules need requests on "
                                               "the node: python3-requests, or pip install requests)"
                      % (sys.executable, ", ".join(missing)))
-    return check("python_modules", True, "%s imports %s" % (sys.executable, ", ".join(item.strip() for item in found)))
+    return check("python_modules", True, "%s imports %s" % (sys.executable, ", ".join(found)))
 
 
 def gpu_check(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
