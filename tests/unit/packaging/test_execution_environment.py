@@ -24,11 +24,10 @@ def requirement(path: Path, name: str) -> str:
     raise AssertionError("%s names no %s" % (path, name))
 
 
-def create(workdir: Path, tarballs) -> Path:
-    """`ansible-builder create` on a copy of the definition with `tarballs` beside it; returns the context."""
+def create(workdir: Path, tarball: Path) -> Path:
+    """`ansible-builder create` on a copy of the definition with the tarball beside it; returns the context."""
     shutil.copy(EE_FILE, workdir / EE_FILE.name)
-    for path in tarballs:
-        shutil.copy(path, workdir / path.name)
+    shutil.copy(tarball, workdir / tarball.name)
     done = subprocess.run([tool("ansible-builder"), "create", "-f", str(workdir / EE_FILE.name),
                            "--context", str(workdir / "context"), "--output-filename", "Containerfile"],
                           capture_output=True, text=True, check=False)
@@ -53,7 +52,7 @@ def install_step(containerfile: str) -> str:
 
 @pytest.fixture(scope="module")
 def context(tarball, tmp_path_factory) -> Path:
-    return create(tmp_path_factory.mktemp("ee"), [tarball])
+    return create(tmp_path_factory.mktemp("ee"), tarball)
 
 
 def test_the_definition_is_ansible_builder_version_3():
