@@ -3,12 +3,14 @@
 # make test: set up, lint, build the collection, run ansible-test sanity, unit and integration tests
 #            (the integration tests include the Molecule scenarios of extensions/molecule).
 # make molecule: only the Molecule scenarios, on a simulated cluster brought up and down for them.
+# make ee:   build the collection, then the execution environment of execution-environment.yml
+#            (ansible-builder; needs podman or docker that can pull the base image; docs/awx.md).
 SHELL := /bin/bash
 VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup test unit integration molecule lint build sanity demo clean
+.PHONY: setup test unit integration molecule lint build sanity demo clean ee
 
 setup:
 	scripts/setup.sh
@@ -34,9 +36,12 @@ build:
 	rm -f clusterval-training-*.tar.gz
 	ansible-galaxy collection build --force --output-path $(CURDIR) .
 
+ee: build
+	ansible-builder build -f execution-environment.yml --context context
+
 demo: setup
 	scripts/demo.sh
 
 clean:
 	-scripts/simcluster down
-	rm -rf runs clusterval-training-*.tar.gz
+	rm -rf runs context clusterval-training-*.tar.gz

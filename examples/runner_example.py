@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import ansible_runner
 
@@ -37,15 +37,23 @@ def extra_vars(pairs: List[str]) -> Dict[str, Any]:
     return variables
 
 
-def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, Any], quiet: bool = True) -> Any:
-    """Run ``playbook`` from the collection checkout; returns the ansible_runner Runner."""
-    private_data_dir = tempfile.mkdtemp(prefix="clusterval-runner-")
+class Outcome(NamedTuple):
+    status: str
+    rc: int
+    metrics: Optional[Dict[str, Any]]
+
+
+def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, Any], quiet: bool = True) -> Outcome:
+    """Run ``playbook`` from the collection checkout; its runner directory is removed afterwards."""
     # the ansible-playbook installed beside this Python (a virtualenv's bin is often not on PATH)
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     envvars = {"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "PATH": path}
-    return ansible_runner.run(private_data_dir=private_data_dir, project_dir=REPO,
-                              playbook=os.path.abspath(playbook), inventory=inventory, extravars=variables,
-                              envvars=envvars, quiet=quiet)
+    with tempfile.TemporaryDirectory(prefix="clusterval-runner-") as private_data_dir:
+        runner = ansible_runner.run(private_data_dir=private_data_dir, project_dir=REPO,
+                                    playbook=os.path.abspath(playbook), inventory=inventory, extravars=variables,
+                                    envvars=envvars, quiet=quiet)
+        # the events are read from the runner directory: before it goes
+        return Outcome(runner.status, runner.rc, training_metrics(runner))
 
 
 def training_metrics(runner: Any) -> Optional[Dict[str, Any]]:
@@ -63,12 +71,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], help="key=value or a JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the playbook output")
     args = parser.parse_args(argv)
-    runner = run_playbook(args.playbook, args.inventory, extra_vars(args.extra_vars), quiet=not args.verbose)
-    metrics = training_metrics(runner)
-    print(json.dumps({"status": runner.status, "rc": runner.rc, "clusterval_training": metrics}, indent=2))
-    if metrics is None:
+    outcome = run_playbook(args.playbook, args.inventory, extra_vars(args.extra_vars), quiet=not args.verbose)
+    print(json.dumps({"status": outcome.status, "rc": outcome.rc, "clusterval_training": outcome.metrics}, indent=2))
+    if outcome.metrics is None:
         return 2
-    return 0 if metrics.get("verdict") == "PASS" and runner.rc == 0 else 1
+    return 0 if outcome.metrics.get("verdict") == "PASS" and outcome.rc == 0 else 1
 
 
 if __name__ == "__main__":

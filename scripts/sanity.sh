@@ -3,7 +3,10 @@
 # publish to Galaxy do, without reaching ci-files.testing.ansible.com.
 #
 #   scripts/sanity.sh [extra ansible-test sanity arguments, e.g. --test pylint]
+#   CLUSTERVAL_SANITY_VENV=/path/to/venv scripts/sanity.sh   # with that venv's ansible-core
 #
+# The venv defaults to the project's .venv; another one tests another ansible-core version
+# (meta/runtime.yml admits several; tests/sanity/ignore-<version>.txt holds each one's ignores).
 # - ansible-test must run inside .../ansible_collections/clusterval/training
 #   (a real path), so the working tree (tracked files plus untracked files that
 #   .gitignore does not exclude, without the .collections symlink) is copied
@@ -23,8 +26,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-python=$root/.venv/bin/python
-ansible_test=$root/.venv/bin/ansible-test
+venv=${CLUSTERVAL_SANITY_VENV:-$root/.venv}
+python=$venv/bin/python
+ansible_test=$venv/bin/ansible-test
 
 if [[ ! -x $ansible_test ]]; then
   echo "sanity: $ansible_test is missing; run 'make setup' first" >&2
@@ -83,6 +87,6 @@ else  # not a git checkout: the same selection by rsync's reading of .gitignore
 fi
 
 cd "$dest"
-export PATH=$root/.venv/bin:$PATH
+export PATH=$venv/bin:$PATH
 unset ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH ANSIBLE_COLLECTIONS_PATHS
 "$ansible_test" sanity --venv --python "$python_version" "$@"

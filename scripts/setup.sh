@@ -6,8 +6,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(docker.io openssh-server openssh-client iproute2 busybox-static python3 python3-requests
+APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static python3 python3-requests
               python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
+
+# The Docker engine: Debian's docker.io, unless an engine is installed already (Docker CE's docker-ce
+# and docker-ce-cli, or any other dockerd and docker): installing docker.io would replace it.
+docker_engine_installed() {
+  command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1
+}
+if docker_engine_installed; then
+  if ! dockerd --version >/dev/null 2>&1 || ! docker --version >/dev/null 2>&1; then
+    echo "setup: the Docker engine at $(command -v dockerd) does not run ('dockerd --version' or" \
+         "'docker --version' fails); repair it: setup leaves an installed engine alone" >&2
+    exit 1
+  fi
+else
+  APT_PACKAGES=(docker.io "${APT_PACKAGES[@]}")
+fi
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -7,9 +7,11 @@ device or an unreachable daemon is a failed check, so that every node reports ev
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
+import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import quote
@@ -73,6 +75,26 @@ def token_check(token_file: str) -> Check:
     if size == 0:
         return check("hf_token", False, "%s is empty" % token_file)
     return check("hf_token", True, "%s present" % token_file)
+
+
+def python_modules_check(names: Sequence[str]) -> Check:
+    """Whether the interpreter running this (the node's, as for every module) imports each of `names`.
+
+    community.docker's modules run with that interpreter and need ``requests`` there.
+    """
+    found, missing = [], []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # a broken install fails the check, never the probe
+            missing.append("%s (%s: %s)" % (name, type(exc).__name__, exc))
+        else:
+            found.append(("%s %s" % (name, getattr(module, "__version__", ""))).strip())
+    if missing:
+        return check("python_modules", False, "%s cannot import %s (community.docker's modules need requests on "
+                                              "the node: python3-requests, or pip install requests)"
+                     % (sys.executable, ", ".join(missing)))
+    return check("python_modules", True, "%s imports %s" % (sys.executable, ", ".join(found)))
 
 
 def gpu_check(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,

@@ -14,8 +14,8 @@ description:
     every device and every host path to be mounted exists; the HF token file exists and is not
     empty (its content is never read into the result); the GPU model reported by the first GPU tool
     present maps to the planned arch; free disk space; RDMA HCAs (C(ibv_devinfo -l)) and
-    dockerd's memlock limit; a marker written into the shared cache directory by one node is read
-    back on every node.
+    dockerd's memlock limit; the node's Python imports O(python_modules); a marker written into the
+    shared cache directory by one node is read back on every node.
   - Never fails because a check failed; the caller judges RV(checks) after every node reported
     (the C(clusterval.training.preflight) role does).
 options:
@@ -76,6 +76,14 @@ options:
     description: Check C(/dev/infiniband), the HCAs C(ibv_devinfo -l) lists and dockerd's memlock limit.
     type: bool
     default: false
+  python_modules:
+    description:
+      - Python modules that the node's interpreter (the one running this module, and community.docker's
+        modules after it) must import; community.docker needs V(requests) there.
+      - An empty list skips the check.
+    type: list
+    elements: str
+    default: [requests]
   shared_marker:
     description:
       - Checks that a directory is shared by all nodes. C(mode=write) writes O(shared_marker.token)
@@ -191,6 +199,8 @@ def run_checks(params, run):
         checks.append(_probe.token_check(params["token_file"]))
     if params["rdma"]:
         checks.extend(_probe.rdma_checks(run))
+    if params["python_modules"]:
+        checks.append(_probe.python_modules_check(params["python_modules"]))
     return checks
 
 
@@ -224,6 +234,7 @@ def main():
             disk_path=dict(type="path"),
             min_free_mib=dict(type="int", default=1024),
             rdma=dict(type="bool", default=False),
+            python_modules=dict(type="list", elements="str", default=["requests"]),
             shared_marker=dict(type="dict", options=dict(
                 path=dict(type="path", required=True),
                 token=dict(type="str", no_log=True),

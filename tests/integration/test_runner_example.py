@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -54,6 +55,16 @@ def test_metrics_of_a_failing_run_reach_python_too(inventory, tmp_path, capsys):
     assert code == 1 and output["status"] == "failed"
     assert metrics["verdict"] == "FAIL"
     assert "node2: stopped at step 12 of 29" in metrics["failures"]
+
+
+def test_the_runner_directory_is_removed_after_the_run(inventory, tmp_path, capsys, monkeypatch):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    code, output = run(load_example(), inventory, tmp_path,
+                       {"node1": "maxtext_node1.log", "node2": "maxtext_crash_node2.log"}, capsys)
+    assert code == 1 and output["clusterval_training"]["verdict"] == "FAIL"  # read before the directory went
+    assert list(temp.iterdir()) == []
 
 
 def test_extra_vars_parsing():
