@@ -9,10 +9,11 @@ short_description: Live training progress, the verdict, and report files (JSON, 
 version_added: 0.1.0
 description:
   - While M(clusterval.training.training_watch) polls, prints one progress line for the whole cluster per
-    poll, for example
-    C([#####-------]  12/29 (11-12)  ETA 1m12s  8672 tok/s/GPU  0/512 done  slow node017@11), and a line
-    for each node failure the watch reports (the first few). Watch results of the older per-node shape
-    get a line per node up to 8 nodes, and the same cluster line above.
+    poll, for example C([####------] 12/29 ETA 1m12s 8672 tok/s/GPU 0/512 done slow node017@11) - a bar,
+    the median step of the final one and the min-max range when nodes differ, the ETA, the median rate,
+    done and failed counts, and the slowest nodes that fit. Each node failure the watch reports is
+    printed once (the first five). Watch results of the older per-node shape get a line per node up to
+    8 nodes, and the same cluster line above.
   - When M(clusterval.training.training_assert) returns, writes C(results.json) (schema in
     C(docs/results.md)), C(junit.xml) and a self-contained C(report.html) into the C(run_dir) of its
     result, and prints the verdict at once - the headline, the culprit and its cause line, failed checks
@@ -37,7 +38,7 @@ options:
     ini:
       - section: clusterval_training_report
         key: progress_interval
-    version_added: 0.2.0
+    version_added: 0.1.0
   width:
     description:
       - Columns that the progress line and the verdict's lines fit in (longer cause lines are wrapped or cut).
@@ -48,7 +49,7 @@ options:
     ini:
       - section: clusterval_training_report
         key: width
-    version_added: 0.2.0
+    version_added: 0.1.0
 """
 
 import datetime

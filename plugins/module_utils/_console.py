@@ -15,13 +15,13 @@ from __future__ import annotations
 import datetime
 import statistics
 import textwrap
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, short_number, value_range, view)
+    CheckGroup, View, check_label, value_range, view)
 
 WIDTH = 80
 BAR_CELLS = 10
@@ -75,9 +75,9 @@ def cluster_line(result: Mapping[str, Any], width: int = WIDTH) -> str:
     counts = "%s/%s done" % (progress.get("done", 0), progress.get("nodes", "?"))
     if progress.get("failed"):
         counts += " %s FAILED" % progress["failed"]
-    line = " ".join([progress_bar(1.0 if result.get("done") else fraction), where,
-                      "ETA %s" % ("-" if result.get("done") else short_eta(progress.get("eta_s"))),
-                      "%s %s" % (number(rate), rate_unit(progress.get("rate_metric"))), counts])
+    eta = "-" if result.get("done") else short_eta(progress.get("eta_s"))
+    line = " ".join([progress_bar(1.0 if result.get("done") else fraction), where, "ETA %s" % eta,
+                     "%s %s" % (number(rate), rate_unit(progress.get("rate_metric"))), counts])
     return line + slowest_part(progress.get("slowest") or [], median, width - len(line))
 
 
@@ -181,17 +181,12 @@ def culprit_lines(shown: View, width: int) -> List[str]:
     lines = [fits("culprit: %s, %s" % (culprit.get("host"), " ".join(where)), width)]
     lines.extend(wrapped(str(culprit.get("text") or ""), width, "    ", CAUSE_LINES))
     if shown.culprit_checks[1:]:
-        lines.append(fits("  also failed: " + "; ".join(label_of(c) for c in shown.culprit_checks[1:]), width))
+        lines.append(fits("  also failed: " + "; ".join(check_label(c) for c in shown.culprit_checks[1:]), width))
     if shown.consequences:
         lines.append(fits("  %d other node%s stopped as a consequence: %s" % (
             len(shown.consequences), "" if len(shown.consequences) == 1 else "s",
             compact_hosts(shown.consequences, max(20, width - 44))), width))
     return lines
-
-
-def label_of(check: Mapping[str, Any]) -> str:
-    metric = check.get("metric")
-    return "%s %s" % (check.get("check"), metric) if metric not in (None, "", check.get("check")) else str(check.get("check"))
 
 
 def wrapped(text: str, width: int, indent: str, max_lines: int, continuation: Optional[str] = None) -> List[str]:

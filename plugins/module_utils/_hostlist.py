@@ -52,19 +52,27 @@ class _Group:
         return "%s[%s]%s" % (self.prefix, ",".join(ranges), self.suffix)
 
 
+@functools.lru_cache(maxsize=8192)
+def _parts(host: str) -> Optional[Tuple[str, str, str]]:
+    """(prefix, digits, suffix) of a name with a number in its short name, else None."""
+    short, dot, domain = host.partition(".")
+    match = TRAILING_NUMBER.match(short)
+    if not match:
+        return None
+    prefix, digits, suffix = match.groups()
+    return prefix, digits, suffix + dot + domain
+
+
 def _groups(hosts: Iterable[str]) -> List[object]:
     """Groups and plain names, in natural order of their first host."""
     parsed = []
     padded: Dict[Tuple[str, str], set] = {}
     for host in sorted(set(str(h) for h in hosts), key=natural_key):
-        short, dot, domain = host.partition(".")
-        match = TRAILING_NUMBER.match(short)
-        if not match:
-            parsed.append((host, None))
+        parts = _parts(host)
+        parsed.append((host, parts))
+        if parts is None:
             continue
-        prefix, digits, suffix = match.groups()
-        suffix += dot + domain
-        parsed.append((host, (prefix, digits, suffix)))
+        prefix, digits, suffix = parts
         if len(digits) > 1 and digits.startswith("0"):
             padded.setdefault((prefix, suffix), set()).add(len(digits))
     groups: Dict[Tuple[str, str, int], _Group] = {}

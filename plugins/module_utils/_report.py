@@ -33,10 +33,18 @@ __all__ = ["SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "re
            "write_reports"]
 
 
+# Keys of an Ansible task result that are not the outcome.
+RESULT_KEYS = ("changed", "failed", "msg", "ansible_stats", "invocation", "skipped", "warnings", "deprecations",
+               "exception")
+
+
 def results_document(outcome: Mapping[str, Any], generated_at: str) -> Dict[str, Any]:
-    """Every key of DOCUMENT_KEYS from ``outcome`` (null when it lacks one); a headline derived from the
-    checks when the outcome has none (training_assert before schema version 1)."""
+    """training_assert's outcome without Ansible's own result keys: every key of DOCUMENT_KEYS (null
+    when the outcome lacks it) and any other key it has, as it is; a headline derived from the checks
+    when the outcome has none (training_assert before schema version 1)."""
     document = {key: outcome.get(key) for key in DOCUMENT_KEYS}
+    document.update((key, value) for key, value in outcome.items()
+                    if key not in RESULT_KEYS and not str(key).startswith(("_ansible", "ansible_")))
     document.update(schema_version=outcome.get("schema_version") or SCHEMA_VERSION, headline=headline(outcome),
                     generated_at=generated_at)
     return document
@@ -61,8 +69,8 @@ def results_json(document: Dict[str, Any]) -> str:
     for key in sorted(versioned, key=str):
         value = versioned[key]
         if isinstance(value, dict) and value:
-            items = ["    %s: %s" % (compact_json(str(k)), compact_json(v)) for k, v in sorted(value.items(),
-                                                                                        key=lambda kv: str(kv[0]))]
+            pairs = sorted(value.items(), key=lambda kv: str(kv[0]))
+            items = ["    %s: %s" % (compact_json(str(k)), compact_json(v)) for k, v in pairs]
             text = "{\n%s\n  }" % ",\n".join(items)
         elif isinstance(value, (list, tuple)) and value:
             text = "[\n%s\n  ]" % ",\n".join("    " + compact_json(v) for v in value)

@@ -10,6 +10,8 @@ with a p10-p90 band and the outlier nodes named), the checks, the run and the ef
 """
 from __future__ import annotations
 
+import bisect
+import datetime
 import html
 import math
 import re
@@ -20,7 +22,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    FAIL, NOT_JUDGED, PASS, CheckGroup, View, hosts_of, node_states, node_throughput, relative_to_median,
+    FAIL, NOT_JUDGED, PASS, CheckGroup, View, check_label, hosts_of, node_states, node_throughput, relative_to_median,
     short_number, throughput_metric, unique, value_range, view)
 
 # Okabe-Ito: told apart with every common colour-vision deficiency. Node curves; the median is navy.
@@ -36,6 +38,7 @@ OUTLIERS_MAX = 5
 GRID_LABELS_MAX = 16           # up to this many nodes, each grid cell names its node
 BAND_STEPS_MAX = 200
 DETAILS_LISTED_MAX = 100       # per failure group, inside <details>
+EVERY_CHECK_ROWS = 1000
 DEFAULT_STRAGGLER_PCT = 10.0
 CONTROL = re.compile("\x1b\\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MARKS = {"culprit": "!", FAIL: "\u2715", "consequence": "", PASS: ""}
@@ -85,7 +88,8 @@ dl.facts dt{color:#59636e}dl.facts dd{margin:0;overflow-wrap:anywhere}
 
 def esc(value: Any) -> str:
     """HTML text of a value; terminal colour codes and control characters are dropped."""
-    return html.escape(CONTROL.sub("", "" if value is None else str(value)))
+    text = "" if value is None else str(value)
+    return html.escape(text if text.isprintable() else CONTROL.sub("", text))
 
 
 # -- the page --------------------------------------------------------------------------------------------
@@ -143,7 +147,6 @@ def verdict_block(document: Mapping[str, Any], shown: View) -> str:
 def utc_time(epoch: Any) -> Optional[str]:
     if not is_finite_number(epoch):
         return None
-    import datetime
     return datetime.datetime.fromtimestamp(float(epoch), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -162,7 +165,7 @@ def failures_section(shown: View) -> str:
     for check in shown.culprit_checks:
         rows.append('<tr class="culprit"><td>%s <span class="tag">culprit</span></td><td>%s</td>'
                     '<td class="detail">%s</td></tr>' % (esc(check.get("node")), esc(check_label(check)),
-                                                          esc(check.get("detail"))))
+                                                         esc(check.get("detail"))))
     rows.extend(group_row(group, "") for group in shown.failed)
     if shown.consequential:
         culprit = esc(shown.culprit["host"]) if shown.culprit else "the culprit"
@@ -172,11 +175,6 @@ def failures_section(shown: View) -> str:
         rows.extend(group_row(group, "consequence") for group in shown.consequential)
     rows.append("</table>")
     return "".join(rows)
-
-
-def check_label(check: Mapping[str, Any]) -> str:
-    metric = check.get("metric")
-    return "%s %s" % (check.get("check"), metric) if metric not in (None, "", check.get("check")) else str(check.get("check"))
 
 
 def group_row(group: CheckGroup, css: str) -> str:
@@ -310,34 +308,21 @@ class Level(NamedTuple):
 
 def finite_points(points: Any) -> List[Tuple[float, float]]:
     """[step, value] pairs with two finite numbers (NaN losses and "nan" strings left out)."""
-    kept = []
-    for point in points or []:
-        try:
-            step, value = float(point[0]), float(point[1])
-        except (TypeError, ValueError, IndexError, KeyError):
-            continue
-        if math.isfinite(step) and math.isfinite(value) and not isinstance(point[1], (bool, str)):
-            kept.append((step, value))
-    return kept
+    return [(point[0], point[1]) for point in points or []
+            if isinstance(point, (list, tuple)) and len(point) > 1 and isinstance(point[0], (int, float))
+            and isinstance(point[1], (int, float)) and math.isfinite(point[0]) and math.isfinite(point[1])]
 
 
-def interpolate(points: Sequence[Tuple[float, float]], steps: Sequence[float]) -> Dict[int, float]:
-    """The curve's value at each of ``steps`` (by index) within its own first and last step."""
-    values: Dict[int, float] = {}
-    if not points:
-        return values
-    j = 0
-    for index, step in enumerate(steps):
-        if step < points[0][0] or step > points[-1][0]:
-            continue
-        while j + 1 < len(points) and points[j + 1][0] < step:
-            j += 1
-        (x0, y0) = points[j]
-        if x0 == step or j + 1 >= len(points):
-            values[index] = y0
-            continue
-        x1, y1 = points[j + 1]
-        values[index] = y0 + (y1 - y0) * (step - x0) / (x1 - x0)
+def interpolate(points: Sequence[Tuple[float, float]], steps: Sequence[float],
+                index_of: Mapping[float, int]) -> Dict[int, float]:
+    """The curve's value at each of ``steps`` (by index; ``index_of`` maps a step to it) within its own
+    first and last step: its own points where it has them, linear between them elsewhere."""
+    values = {index_of[x]: y for x, y in points if x in index_of}
+    if len(values) == bisect.bisect_right(steps, points[-1][0]) - bisect.bisect_left(steps, points[0][0]):
+        return values                     # every step in range is one of the curve's own (the usual case)
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        for index in range(bisect.bisect_right(steps, x0), bisect.bisect_left(steps, x1)):
+            values[index] = y0 + (y1 - y0) * (steps[index] - x0) / (x1 - x0)
     return values
 
 
@@ -348,7 +333,8 @@ def band_of(curves: Mapping[str, List[Tuple[float, float]]]) -> Tuple[Band, Dict
     if len(steps) > BAND_STEPS_MAX:
         stride = (len(steps) - 1) / float(BAND_STEPS_MAX - 1)
         steps = [steps[round(i * stride)] for i in range(BAND_STEPS_MAX)]
-    at = {host: interpolate(points, steps) for host, points in curves.items()}
+    index_of = {step: index for index, step in enumerate(steps)}
+    at = {host: interpolate(points, steps, index_of) for host, points in curves.items() if points}
     band = Band(steps, [], [], [])
     for index in range(len(steps)):
         values = [v[index] for v in at.values() if index in v]
@@ -362,11 +348,12 @@ def outliers(band: Band, at: Mapping[str, Dict[int, float]], limit: float,
              must: Sequence[str]) -> List[Tuple[str, float]]:
     """Nodes whose curve lies, on average, more than ``limit`` (a fraction) from the median, worst first
     (at most OUTLIERS_MAX), and the nodes in ``must``: (host, mean deviation)."""
+    scale = [1.0 / abs(m) if m else 0.0 for m in band.median]
     scored = []
     for host, values in at.items():
-        deviations = [(v - band.median[i]) / abs(band.median[i]) for i, v in values.items() if band.median[i]]
-        if deviations:
-            scored.append((host, statistics.fmean(deviations)))
+        if values:
+            deviation = sum((v - band.median[i]) * scale[i] for i, v in values.items()) / len(values)
+            scored.append((host, deviation))
     picked = sorted((s for s in scored if abs(s[1]) >= limit), key=lambda s: (-abs(s[1]), natural_key(s[0])))
     picked = picked[:OUTLIERS_MAX]
     named = {host for host, dummy in picked}
@@ -523,8 +510,8 @@ def y_axis(y0: float, y1: float, step: float, sy: Any) -> List[str]:
     count = int(round((y1 - y0) / step))
     for i in range(count + 1):
         value = y0 + i * step
-        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eaeef2"/>' % (LEFT, WIDTH - RIGHT, sy(value),
-                                                                                    sy(value)))
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eaeef2"/>' % (
+            LEFT, WIDTH - RIGHT, sy(value), sy(value)))
         parts.append('<text x="%d" y="%.1f" font-size="11" text-anchor="end" font-family="sans-serif">%s</text>' % (
             LEFT - 6, sy(value) + 4, esc(short_number(value))))
     parts.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#57606a"/>' % (LEFT, LEFT, TOP, HEIGHT - BOTTOM))
@@ -532,8 +519,8 @@ def y_axis(y0: float, y1: float, step: float, sy: Any) -> List[str]:
 
 
 def x_axis(x0: float, x1: float, sx: Any) -> List[str]:
-    parts = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#57606a"/>' % (LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM,
-                                                                          HEIGHT - BOTTOM)]
+    parts = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#57606a"/>' % (
+        LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, HEIGHT - BOTTOM)]
     step = nice_step(x1 - x0, 8, whole=True)
     tick = step * int(x0 / step + 0.999999)
     while tick <= x1 + 1e-9:
@@ -613,11 +600,20 @@ def status_cell(status: Any) -> str:
 
 
 def every_check(document: Mapping[str, Any]) -> str:
-    checks = [c for c in document.get("checks") or [] if isinstance(c, dict)]
+    """Every check by node, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass first and the
+    rest left to results.json (the page stays light at 500 nodes)."""
+    checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)),
+                    key=lambda c: natural_key(str(c.get("node"))))
+    shown = checks
+    if len(checks) > EVERY_CHECK_ROWS:
+        shown = ([c for c in checks if c.get("status") != PASS] + [c for c in checks if c.get("status") == PASS])
+        shown = sorted(shown[:EVERY_CHECK_ROWS], key=lambda c: natural_key(str(c.get("node"))))
     rows = "".join('<tr><td>%s</td><td>%s</td>%s<td class="detail">%s</td></tr>' % (
-        esc(c.get("node")), esc(check_label(c)), status_cell(c.get("status")), esc(c.get("detail")))
-        for c in sorted(checks, key=lambda c: natural_key(str(c.get("node")))))
-    return ('<h2>Every check</h2><details%s><summary>%d checks, by node</summary><table><colgroup>'
+        esc(c.get("node")), esc(check_label(c)), status_cell(c.get("status")), esc(c.get("detail"))) for c in shown)
+    more = len(checks) - len(shown)
+    summary = "%d checks, by node" % len(checks) + (
+        " (the %d that did not pass first; %d more in results.json)" % (len(shown), more) if more else "")
+    return ('<h2>Every check</h2><details%s><summary>%s</summary><table><colgroup>'
             '<col style="width:16%%"><col style="width:22%%"><col style="width:10%%"><col></colgroup>'
             '<tr><th>node</th><th>check</th><th>status</th><th>detail</th></tr>%s</table></details>' % (
-                " open" if len(checks) <= 40 else "", len(checks), rows))
+                " open" if len(checks) <= 40 else "", esc(summary), rows))

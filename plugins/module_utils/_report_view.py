@@ -36,16 +36,21 @@ class CheckGroup(NamedTuple):
     metric: Optional[str]
     status: str
     checks: Tuple[Dict[str, Any], ...]
-    of: int   # how many nodes the check judged
+    nodes: List[str]   # the nodes of ``checks``, each once
+    of: int            # how many nodes the check judged
 
     @property
     def label(self) -> str:
-        metric = self.metric if self.metric not in (None, "", self.check) else None
-        return "%s %s" % (self.check, metric) if metric else self.check
+        return label_of(self.check, self.metric)
 
-    @property
-    def nodes(self) -> List[str]:
-        return unique(str(c.get("node")) for c in self.checks)
+
+def label_of(check: Any, metric: Any) -> str:
+    """``threshold tokens_per_sec_per_gpu``, ``errors crash``, ``exit_code``: a check and its metric."""
+    return "%s %s" % (check, metric) if metric not in (None, "", check) else str(check)
+
+
+def check_label(check: Mapping[str, Any]) -> str:
+    return label_of(check.get("check"), check.get("metric"))
 
 
 class View(NamedTuple):
@@ -55,8 +60,8 @@ class View(NamedTuple):
     culprit: Optional[Dict[str, Any]]
     consequences: List[str]
     culprit_checks: List[Dict[str, Any]]      # the culprit's failed checks, its cause first
-    failed: List[CheckGroup]                  # every other failed check (of nodes that failed on their own,
-                                              # and what the stopped nodes measured while they ran)
+    # every other failed check: of nodes that failed on their own, and what the stopped nodes measured
+    failed: List[CheckGroup]
     consequential: List[CheckGroup]           # how the nodes stopped by the culprit ended
     passed: List[CheckGroup]                  # (check, metric) that pass on every node, one group each
     not_judged: List[CheckGroup]              # no threshold set, info only
@@ -79,9 +84,12 @@ def group_checks(checks: Sequence[Dict[str, Any]], of: Mapping[str, int]) -> Lis
     for check in checks:
         groups.setdefault((str(check.get("check")), check.get("metric"), str(check.get("status"))), []).append(check)
     ordered = sorted(groups.items(), key=lambda item: check_rank(item[1][0]))
-    return [CheckGroup(check, metric, status, tuple(sorted(members, key=lambda c: natural_key(str(c.get("node"))))),
-                       of.get(check, len(members)))
-            for (check, metric, status), members in ordered]
+    result = []
+    for (check, metric, status), members in ordered:
+        members.sort(key=lambda c: natural_key(str(c.get("node"))))
+        nodes = unique(str(c.get("node")) for c in members)
+        result.append(CheckGroup(check, metric, status, tuple(members), nodes, of.get(check, len(nodes))))
+    return result
 
 
 def judged_counts(checks: Sequence[Mapping[str, Any]]) -> Dict[str, int]:
@@ -233,8 +241,10 @@ def node_throughput(document: Mapping[str, Any], metric: str) -> Dict[str, float
         if is_finite_number(mean):
             values[str(host)] = float(mean)
     for host, series in (document.get("series") or {}).items():
+        if str(host) in values:
+            continue
         points = [p[1] for p in (series or {}).get(metric) or [] if is_finite_number(p[1])]
-        if str(host) not in values and points:
+        if points:
             values[str(host)] = statistics.fmean(points)
     return values
 

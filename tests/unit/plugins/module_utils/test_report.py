@@ -69,6 +69,14 @@ def test_results_document_has_every_key_and_a_headline_for_older_outcomes():
     assert _report.results_document(dict(outcome, headline="FAIL: given"), "t")["headline"] == "FAIL: given"
 
 
+def test_results_document_keeps_new_outcome_keys_and_drops_ansibles():
+    result = dict(document(), independent_failures=["node4"], changed=False, msg="verdict FAIL", failed=True,
+                  ansible_stats={"data": {}}, _ansible_no_log=False, invocation={"module_args": {}})
+    produced = _report.results_document(result, "t")
+    assert produced["independent_failures"] == ["node4"]
+    assert not {"changed", "msg", "failed", "ansible_stats", "_ansible_no_log", "invocation"} & set(produced)
+
+
 # -- JUnit ------------------------------------------------------------------------------------------------
 
 def test_junit_has_one_testcase_per_check_and_failure_messages(junit_schema):
@@ -141,9 +149,9 @@ def test_html_is_self_contained():
 
 def test_html_leads_with_the_verdict_then_the_failures(crash512):
     page = _report.html_report(crash512)
-    order = [page.index(marker) for marker in ('<div class="simulated">', '<div class="verdict FAIL">',
-                                                '<div class="culprit-box">', "<h2>Failures", "<h2>Nodes",
-                                                "<h2>Curves", "<h2>Checks", "<h2>Run")]
+    markers = ('<div class="simulated">', '<div class="verdict FAIL">', '<div class="culprit-box">', "<h2>Failures",
+               "<h2>Nodes", "<h2>Curves", "<h2>Checks", "<h2>Run")
+    order = [page.index(marker) for marker in markers]
     assert order == sorted(order)
     assert "511 other nodes stopped as a consequence: node[001-016,018-512]" in page
     failures = page[page.index("<h2>Failures"):page.index("<h2>Nodes")]
@@ -274,3 +282,35 @@ def test_three_reports_at_512_nodes(crash512, tmp_path):
     assert json.load(open(paths["results.json"]))["culprit"]["host"] == "node017"
     assert ET.parse(paths["junit.xml"]).getroot().find("testsuite").get("tests") == str(len(crash512["checks"]))
     print("512 nodes, 100 steps: %.2f s" % elapsed)
+
+
+def test_every_check_table_keeps_what_did_not_pass_at_scale(crash512):
+    page = _report.html_report(crash512)
+    table = page[page.index("<h2>Every check"):]
+    assert "3584 checks, by node (the 1000 that did not pass first; 2584 more in results.json)" in table
+    assert table.count("<tr>") == 1001 and '<td class="pass">' not in table
+    small = _report.html_report(document())
+    assert "<details open><summary>%d checks, by node</summary>" % len(document()["checks"]) in small
+
+
+def test_band_of_curves_with_different_steps():
+    curves = {"a": [(0.0, 10.0), (10.0, 20.0)], "b": [(0.0, 12.0), (5.0, 14.0), (10.0, 16.0)],
+              "c": [(5.0, 30.0)]}
+    band, at = _report_html.band_of(curves)
+    assert band.steps == [0.0, 5.0, 10.0]
+    assert at["a"] == {0: 10.0, 1: 15.0, 2: 20.0} and at["c"] == {1: 30.0}
+    assert band.median == [11.0, 15.0, 18.0]
+    assert band.low[1] == _report_html.percentile([15.0, 14.0, 30.0], 10)
+    steps = [float(s) for s in range(1000)]
+    thinned, dummy = _report_html.band_of({"a": [(s, s) for s in steps]})
+    assert len(thinned.steps) == _report_html.BAND_STEPS_MAX and thinned.steps[-1] == 999.0
+
+
+def test_outliers_are_the_nodes_far_from_the_median_and_the_culprit():
+    curves = {"n%d" % i: [(0.0, 100.0), (10.0, 100.0)] for i in range(20)}
+    curves["slow"] = [(0.0, 80.0), (10.0, 80.0)]
+    curves["fast"] = [(0.0, 107.0), (10.0, 107.0)]
+    band, at = _report_html.band_of(curves)
+    picked = _report_html.outliers(band, at, 0.05, ["n3"])
+    assert [host for host, dummy in picked] == ["slow", "fast", "n3"]
+    assert abs(picked[0][1] + 0.2) < 1e-9
