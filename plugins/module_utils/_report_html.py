@@ -227,6 +227,7 @@ def grid_section(document: Mapping[str, Any], shown: View, metric: Optional[str]
     median, relative = relative_to_median(values)
     span = 2 * straggler_pct(document) / 100.0
     states = node_states(shown)
+    failed_checks = failed_labels(shown)
     unit = unit_of(metric)
     cells = []
     for host in hosts:
@@ -237,6 +238,8 @@ def grid_section(document: Mapping[str, Any], shown: View, metric: Optional[str]
         else:
             figure = "no throughput value"
         title = "%s: %s; %s" % (host, figure, STATE_WORDS[state])
+        if host in failed_checks:
+            title += " (%s)" % ", ".join(failed_checks[host])
         label = esc(MARKS[state])
         if len(hosts) <= GRID_LABELS_MAX:
             label = "<b>%s %s</b><span>%s</span>" % (esc(host), label, esc(
@@ -251,6 +254,17 @@ def grid_section(document: Mapping[str, Any], shown: View, metric: Optional[str]
     present = {states.get(host, PASS) for host in hosts} | ({"no value"} if len(relative) < len(hosts) else set())
     return heading + grid_legend(span, straggler_pct(document), present) + '<div class="grid%s" style="--cell:%dpx">%s</div>' % (
         " labelled" if len(hosts) <= GRID_LABELS_MAX else "", size, "".join(cells))
+
+
+def failed_labels(shown: View) -> Dict[str, List[str]]:
+    """host -> the labels of its failed checks, the culprit's cause first."""
+    labels: Dict[str, List[str]] = {}
+    for check in shown.culprit_checks:
+        labels.setdefault(str(check.get("node")), []).append(check_label(check))
+    for group in shown.failed + shown.consequential:
+        for node in group.nodes:
+            labels.setdefault(node, []).append(group.label)
+    return labels
 
 
 def percent(fraction: float) -> str:

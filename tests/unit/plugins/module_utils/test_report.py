@@ -171,7 +171,11 @@ def test_html_grid_has_a_cell_per_node_coloured_by_throughput(crash512):
     red, green, blue = (int(by_host["node005"][1][i:i + 2], 16) for i in (1, 3, 5))
     assert red > blue + 80                              # 15 % below the median: deep on the red side
     title = [title for dummy, dummy2, title in cells if title.startswith("node005")][0]
-    assert re.match(r"node005: 7\d{3} tokens/s/GPU, -1\d\.\d% against the median; failed$", title)
+    assert re.match(r"node005: 7\d{3} tokens/s/GPU, -1\d\.\d% against the median; failed "
+                    r"\(threshold tokens_per_sec_per_gpu, straggler tokens_per_sec_per_gpu, errors coordination, "
+                    r"exit_code, completion step\)$", title)
+    culprit = [title for dummy, dummy2, title in cells if title.startswith("node017")][0]
+    assert culprit.endswith("; culprit (errors crash, exit_code, completion step)")
     assert "straggler limit -10%" in page and "below the median" in page
 
 
