@@ -109,6 +109,7 @@ class CallbackModule(CallbackBase):
         self.latest: Dict[str, Dict[str, Any]] = {}
         self.printed_at = float("-inf")
         self.failures_seen: Set[str] = set()
+        self.training_seconds: Optional[float] = None
 
     # -- progress ---------------------------------------------------------------------------------------
 
@@ -117,6 +118,9 @@ class CallbackModule(CallbackBase):
             self.show_progress(host_name(result), result_data(result))
 
     def show_progress(self, host: str, data: Dict[str, Any]) -> None:
+        elapsed = (data.get("progress") or {}).get("elapsed_s")
+        if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
+            self.training_seconds = max(self.training_seconds or 0.0, float(elapsed))
         if is_cluster_progress(data):
             self.show_cluster_progress(data)
         else:
@@ -171,7 +175,7 @@ class CallbackModule(CallbackBase):
             "runs", data.get("run_id") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
         document = report_document(dict(data, run_dir=run_dir))
         try:
-            self.report_paths = write_reports(run_dir, document)
+            self.report_paths = write_reports(run_dir, document, self.training_seconds)
         except OSError as exc:
             self._display.warning("training_report: cannot write the report files into %s: %s" % (run_dir, exc))
         return document

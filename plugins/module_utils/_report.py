@@ -17,10 +17,13 @@ import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
     FAIL, NOT_JUDGED, View, headline, view)
-from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
+
+__all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "results_json",
+           "strict_json", "write_reports"]
 
 # The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
 SCHEMA_VERSION = 1
@@ -29,10 +32,6 @@ DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "consequenc
                  "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
                  "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
                  "straggler_pct", "run_dir", "generated_at", "teardown")
-__all__ = ["SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "results_json", "strict_json",
-           "write_reports"]
-
-
 # Keys of an Ansible task result that are not the outcome.
 RESULT_KEYS = ("changed", "failed", "msg", "ansible_stats", "invocation", "skipped", "warnings", "deprecations",
                "exception")
@@ -115,15 +114,17 @@ def element(parent: Optional[ET.Element], tag: str, text: Optional[str] = None, 
     return node
 
 
-def junit_xml(document: Dict[str, Any], hostname: Optional[str] = None, shown: Optional[View] = None) -> str:
+def junit_xml(document: Dict[str, Any], hostname: Optional[str] = None, shown: Optional[View] = None,
+              seconds: Optional[float] = None) -> str:
     """One suite, one testcase per check (the culprit's first), valid against the Jenkins xUnit plugin's
-    junit-10.xsd; a simulated run says so in the suite name and a property."""
+    junit-10.xsd; a simulated run says so in the suite name and a property. ``seconds``: how long the
+    training ran (the suite's time), when the caller knows it."""
     shown = shown or view(document)
     checks = junit_order(document, shown)
     name = "clusterval.training %s%s" % (document.get("config_name") or document.get("run_id") or "run",
                                          " [SIMULATED]" if shown.simulated else "")
     counts = {"tests": len(checks), "failures": sum(1 for c in checks if c.get("status") == FAIL), "errors": 0,
-              "time": "%.3f" % run_seconds(document)}
+              "time": "%.3f" % (seconds if is_finite_number(seconds) and seconds >= 0 else run_seconds(document))}
     suites = element(None, "testsuites", name=name, **counts)
     suite = element(suites, "testsuite", name=name, skipped=sum(1 for c in checks if c.get("status") in NOT_JUDGED),
                     timestamp=junit_timestamp(document), hostname=hostname or socket.gethostname(), id=0,
@@ -186,11 +187,12 @@ def junit_timestamp(document: Mapping[str, Any]) -> str:
 
 # -- files ---------------------------------------------------------------------------------------------
 
-def write_reports(run_dir: str, document: Dict[str, Any]) -> Dict[str, str]:
-    """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed); returns their paths."""
+def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[float] = None) -> Dict[str, str]:
+    """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed); returns their
+    paths. ``seconds``: how long the training ran, for JUnit."""
     os.makedirs(run_dir, exist_ok=True)
     shown = view(document)
-    files = {"results.json": results_json(document), "junit.xml": junit_xml(document, shown=shown),
+    files = {"results.json": results_json(document), "junit.xml": junit_xml(document, shown=shown, seconds=seconds),
              "report.html": html_report(document, shown)}
     paths = {}
     for name, content in files.items():

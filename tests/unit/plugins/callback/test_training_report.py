@@ -5,6 +5,7 @@ before its collection finder was installed; the integration tests load the callb
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 import pytest
@@ -115,6 +116,8 @@ def test_older_per_node_results_get_a_line_per_node(callback):
 
 def test_verdict_leads_with_the_headline_and_the_files_follow(callback, tmp_path):
     plugin = callback()
+    plugin.v2_runner_on_failed(result(WATCH, poll(21, failed=64, finished=True)))
+    plugin._display.lines.clear()
     document = synthetic_document(64, 40, crash_at=21)
     plugin.v2_runner_on_ok(result(ASSERT, dict(document, run_dir=str(tmp_path), changed=False,
                                                ansible_stats={"data": {}}, msg="verdict FAIL")))
@@ -130,6 +133,8 @@ def test_verdict_leads_with_the_headline_and_the_files_follow(callback, tmp_path
     written = json.loads((tmp_path / "results.json").read_text())
     assert written["headline"] == document["headline"] and "ansible_stats" not in written and "msg" not in written
     assert written["generated_at"].endswith("Z") and written["schema_version"] == 1
+    suite = ET.parse(str(tmp_path / "junit.xml")).getroot().find("testsuite")
+    assert suite.get("time") == "10.000" and suite.get("timestamp") == written["generated_at"][:-1]
 
 
 def test_no_verdict_no_report(callback):
