@@ -5,38 +5,72 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: training_report
 type: aggregate
-short_description: Live training progress, a verdict table and report files (JSON, JUnit, HTML)
+short_description: Live training progress, the verdict, and report files (JSON, JUnit, HTML)
 version_added: 0.1.0
 description:
-  - While M(clusterval.training.training_watch) is retried, prints one line per node per poll,
-    for example C([node1] step 12/29  8672 tok/s/gpu  loss 10.374  ETA 0:01:12).
-  - When M(clusterval.training.training_assert) returns, writes C(results.json), C(junit.xml) and a
-    self-contained C(report.html) (inline SVG loss and throughput curves, readable offline, marked
-    SIMULATED when the simulator was used) into the C(run_dir) of its result, and prints the verdict
-    table at once; the verdict and the report paths are repeated at the end of the playbook.
+  - While M(clusterval.training.training_watch) polls, prints one progress line for the whole cluster per
+    poll, for example C([####------] 12/29 ETA 1m12s 8672 tok/s/GPU 0/512 done slow node017@11) - a bar,
+    the median step of the final one and the min-max range when nodes differ, the ETA, the median rate,
+    done and failed counts, and the slowest nodes that fit. Each node failure the watch reports is
+    printed once (the first five). Watch results of the older per-node shape get a line per node up to
+    8 nodes, and the same cluster line above.
+  - When M(clusterval.training.training_assert) returns, writes C(results.json) (schema in
+    C(docs/results.md)), C(junit.xml) and a self-contained C(report.html) into the C(run_dir) of its
+    result, and prints the verdict at once - the headline, the culprit and its cause line, failed checks
+    grouped by check and metric with compact node lists (C(node[001-040,077])), then one line per check
+    that passes on every node. The C(VERDICT) line and the report paths are repeated at the end of the
+    playbook.
   - Observes only, because a callback cannot fail a play; M(clusterval.training.training_assert) does.
     The metrics reach ansible-runner and AWX through the run-level C(ansible_stats) that
     M(clusterval.training.training_assert) returns.
   - Enable it with C(callbacks_enabled = clusterval.training.training_report) in C(ansible.cfg).
 requirements:
   - enabled in configuration (C(callbacks_enabled))
+options:
+  progress_interval:
+    description:
+      - Least number of seconds between two cluster progress lines. V(0) prints one per poll of the watch.
+      - The last poll and node failures are always printed.
+    type: float
+    default: 0
+    env:
+      - name: CLUSTERVAL_TRAINING_PROGRESS_INTERVAL
+    ini:
+      - section: clusterval_training_report
+        key: progress_interval
+    version_added: 0.1.0
+  width:
+    description:
+      - Columns that the progress line and the verdict's lines fit in (longer cause lines are wrapped or cut).
+    type: int
+    default: 80
+    env:
+      - name: CLUSTERVAL_TRAINING_REPORT_WIDTH
+    ini:
+      - section: clusterval_training_report
+        key: width
+    version_added: 0.1.0
 """
 
 import datetime
-import math
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Set
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.clusterval.training.plugins.module_utils._report import write_reports
+from ansible_collections.clusterval.training.plugins.module_utils._console import (
+    cluster_line, failure_line, is_cluster_progress, node_line, nodes_summary, verdict_lines)
+from ansible_collections.clusterval.training.plugins.module_utils._report import results_document, write_reports
+from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
-# Up to this many nodes, a progress line per node per poll; above, one line for the cluster.
+# Older per-node watch results: up to this many nodes, a line per node per poll; above, one for the cluster.
 PER_NODE_LINES_MAX = 8
 SUMMARY_INTERVAL_S = 10.0
+# Node failures printed while the watch runs; the verdict lists them all.
+LIVE_FAILURES_MAX = 5
 
 
 def result_data(result: Any) -> Dict[str, Any]:
@@ -56,74 +90,10 @@ def host_name(result: Any) -> str:
     return host.get_name() if host is not None else "?"
 
 
-def format_eta(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-        return "-:--:--"
-    return str(datetime.timedelta(seconds=int(seconds)))
-
-
-def progress_line(host: str, data: Dict[str, Any]) -> str:
-    progress = data.get("progress") or {}
-    step = progress.get("step")
-    final = progress.get("final_step")
-    parts = ["[%s] step %s/%s" % (data.get("host") or host, "-" if step is None else step, "?" if final is None else final)]
-    rate = progress.get("tokens_per_sec")
-    parts.append("%.0f tok/s/gpu" % rate if isinstance(rate, (int, float)) else "- tok/s/gpu")
-    loss = progress.get("loss")
-    parts.append("loss %.3f" % loss if isinstance(loss, (int, float)) else "loss -")
-    parts.append("ETA %s" % format_eta(progress.get("eta_s")))
-    if data.get("done"):
-        parts.append("done (%s)" % (data.get("reason") or "?"))
-    return "  ".join(parts)
-
-
-def progress_summary(latest: Dict[str, Dict[str, Any]]) -> str:
-    """One line for the whole cluster: step range, slowest node, median rate and loss, ETA."""
-    progress = {host: data.get("progress") or {} for host, data in latest.items()}
-    steps = {host: p["step"] for host, p in progress.items() if isinstance(p.get("step"), (int, float))}
-    finals = [p["final_step"] for p in progress.values() if p.get("final_step") is not None]
-    parts = ["[progress] %d nodes" % len(latest)]
-    if steps:
-        ordered = sorted(steps.values())
-        slowest = min(steps, key=lambda host: (steps[host], host))
-        parts.append("step %s..%s/%s (median %s), slowest %s" % (
-            ordered[0], ordered[-1], max(finals) if finals else "?", ordered[len(ordered) // 2], slowest))
-    for key, fmt in (("tokens_per_sec", "%.0f tok/s/gpu median"), ("loss", "loss %.3f median")):
-        values = sorted(p[key] for p in progress.values() if isinstance(p.get(key), (int, float)))
-        if values:
-            parts.append(fmt % values[len(values) // 2])
-    etas = [p["eta_s"] for p in progress.values() if isinstance(p.get("eta_s"), (int, float))]
-    parts.append("ETA %s" % format_eta(max(etas) if etas else None))
-    done = [data for data in latest.values() if data.get("done")]
-    parts.append("done %d, failed %d" % (len(done), sum(1 for data in done if data.get("failed"))))
-    return "  ".join(parts)
-
-
-def verdict_table(data: Dict[str, Any]) -> str:
-    rows = [("node", "check", "metric", "expected", "actual", "status")]
-    for check in data.get("checks") or []:
-        rows.append(tuple(cell_text(check.get(k)) for k in ("node", "check", "metric", "expected", "actual", "status")))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    simulated = " (SIMULATED)" if data.get("simulated") else ""
-    lines.append("VERDICT: %s%s" % (data.get("verdict", "?"), simulated))
-    return "\n".join(lines)
-
-
-def cell_text(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return "%.4g" % value
-    return str(value)[:40]
-
-
 def report_document(data: Dict[str, Any]) -> Dict[str, Any]:
-    keys = ("verdict", "failures", "checks", "summary", "series", "simulated", "run_id", "config_name", "framework",
-            "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps", "straggler_pct", "run_dir")
-    document = {key: data.get(key) for key in keys}
-    document["generated_at"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return document
+    """The results document (docs/results.md): training_assert's outcome and run info, stamped now."""
+    generated_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return results_document(data, generated_at)
 
 
 class CallbackModule(CallbackBase):
@@ -137,23 +107,51 @@ class CallbackModule(CallbackBase):
         self.verdict: Optional[Dict[str, Any]] = None
         self.report_paths: Dict[str, str] = {}
         self.latest: Dict[str, Dict[str, Any]] = {}
-        self.summary_printed_at = 0.0
+        self.printed_at = float("-inf")
+        self.failures_seen: Set[str] = set()
+        self.training_seconds: Optional[float] = None
+
+    # -- progress ---------------------------------------------------------------------------------------
 
     def v2_runner_retry(self, result: Any) -> None:
         if task_action(result).endswith(WATCH):
             self.show_progress(host_name(result), result_data(result))
 
     def show_progress(self, host: str, data: Dict[str, Any]) -> None:
-        """A line per node on small clusters; on large ones a cluster line every few seconds,
-        and a node's own line only when it fails."""
+        elapsed = (data.get("progress") or {}).get("elapsed_s")
+        if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
+            self.training_seconds = max(self.training_seconds or 0.0, float(elapsed))
+        if is_cluster_progress(data):
+            self.show_cluster_progress(data)
+        else:
+            self.show_node_progress(host, data)
+
+    def show_cluster_progress(self, data: Dict[str, Any]) -> None:
+        """One line per poll (at most one per progress_interval), each new node failure once."""
+        width = self.get_option("width")
+        for failure in data.get("failures") or []:
+            host = str(failure.get("host"))
+            if host not in self.failures_seen and len(self.failures_seen) < LIVE_FAILURES_MAX:
+                self.failures_seen.add(host)
+                self._display.display(failure_line(failure, width))
+        now = time.monotonic()
+        if data.get("done") or now - self.printed_at >= self.get_option("progress_interval"):
+            self.printed_at = now
+            self._display.display(cluster_line(data, width))
+
+    def show_node_progress(self, host: str, data: Dict[str, Any]) -> None:
+        """Per-node watch results: a line per node on small clusters; on large ones a cluster line every
+        few seconds, and a node's own line only when it fails."""
         self.latest[data.get("host") or host] = data
         if len(self.latest) <= PER_NODE_LINES_MAX or (data.get("done") and data.get("failed")):
-            self._display.display(progress_line(host, data))
+            self._display.display(node_line(host, data))
             return
         now = time.monotonic()
-        if now - self.summary_printed_at >= SUMMARY_INTERVAL_S:
-            self.summary_printed_at = now
-            self._display.display(progress_summary(self.latest))
+        if now - self.printed_at >= max(SUMMARY_INTERVAL_S, self.get_option("progress_interval")):
+            self.printed_at = now
+            self._display.display(nodes_summary(self.latest, self.get_option("width")))
+
+    # -- verdict ----------------------------------------------------------------------------------------
 
     def v2_runner_on_ok(self, result: Any) -> None:
         self.observe(result)
@@ -168,23 +166,25 @@ class CallbackModule(CallbackBase):
             self.show_progress(host_name(result), data)
         elif action.endswith(ASSERT) and "checks" in data:
             self.verdict = data
-            self.write_files(data)
+            document = self.write_files(data)
             self._display.banner("TRAINING VERDICT")
-            self._display.display(verdict_table(data))
+            self._display.display("\n".join(verdict_lines(document, self.get_option("width"))))
 
-    def write_files(self, data: Dict[str, Any]) -> None:
-        run_dir = data.get("run_dir") or os.path.join("runs", data.get("run_id") or
-                                                      datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    def write_files(self, data: Dict[str, Any]) -> Dict[str, Any]:
+        run_dir = data.get("run_dir") or os.path.join(
+            "runs", data.get("run_id") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+        document = report_document(dict(data, run_dir=run_dir))
         try:
-            self.report_paths = write_reports(run_dir, report_document(dict(data, run_dir=run_dir)))
+            self.report_paths = write_reports(run_dir, document, self.training_seconds)
         except OSError as exc:
             self._display.warning("training_report: cannot write the report files into %s: %s" % (run_dir, exc))
+        return document
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if self.verdict is None:
             return
         simulated = " (SIMULATED)" if self.verdict.get("simulated") else ""
         self._display.banner("TRAINING REPORT")
-        self._display.display("VERDICT: %s%s" % (self.verdict.get("verdict", "?"), simulated))
+        self._display.display("VERDICT: %s%s" % (headline(self.verdict), simulated))
         for name, path in sorted(self.report_paths.items()):
             self._display.display("%s: %s" % (name, path))

@@ -1,18 +1,52 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Report rendering: results.json, JUnit XML and a self-contained HTML page with inline SVG."""
+"""The report files of a run: results.json (docs/results.md), junit.xml and report.html.
+
+The three are rendered from the results document, the outcome of ``training_assert`` plus the run's
+identity, and lead with the same thing: the headline and the culprit (``_report_view``).
+"""
 from __future__ import annotations
 
-import html
+import datetime
 import json
 import math
 import os
+import re
+import socket
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-LOSS_COLOURS = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-THROUGHPUT_COLOURS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#17becf", "#bcbd22")
-CHART_WIDTH, CHART_HEIGHT, MARGIN = 640, 240, 48
+from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
+from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
+from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
+    FAIL, NOT_JUDGED, View, headline, view)
+
+__all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "results_json",
+           "strict_json", "write_reports"]
+
+# The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
+SCHEMA_VERSION = 1
+# The keys of results.json, in the order docs/results.md describes them.
+DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "consequences", "failures", "checks", "judged",
+                 "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
+                 "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
+                 "straggler_pct", "run_dir", "generated_at", "teardown")
+# Keys of an Ansible task result that are not the outcome.
+RESULT_KEYS = ("changed", "failed", "msg", "ansible_stats", "invocation", "skipped", "warnings", "deprecations",
+               "exception")
+
+
+def results_document(outcome: Mapping[str, Any], generated_at: str) -> Dict[str, Any]:
+    """training_assert's outcome without Ansible's own result keys: every key of DOCUMENT_KEYS (null
+    when the outcome lacks it) and any other key it has, as it is; a headline derived from the checks
+    when the outcome has none (training_assert before schema version 1)."""
+    document = {key: outcome.get(key) for key in DOCUMENT_KEYS}
+    document.update((key, value) for key, value in outcome.items()
+                    if key not in RESULT_KEYS and not str(key).startswith(("_ansible", "ansible_")))
+    document.update(schema_version=outcome.get("schema_version") or SCHEMA_VERSION, headline=headline(outcome),
+                    generated_at=generated_at)
+    return document
 
 
 def strict_json(value: Any) -> Any:
@@ -27,130 +61,139 @@ def strict_json(value: Any) -> Any:
 
 
 def results_json(document: Dict[str, Any]) -> str:
-    return json.dumps(strict_json(document), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    """Strict JSON, sorted keys, one line per top-level key and per item of a top-level list or object
+    (a check, a node's series): readable, diffable, and encoded by json's C encoder (fast at 500 nodes)."""
+    versioned = dict(document, schema_version=document.get("schema_version") or SCHEMA_VERSION)
+    lines = []
+    for key in sorted(versioned, key=str):
+        value = versioned[key]
+        if isinstance(value, dict) and value:
+            pairs = sorted(value.items(), key=lambda kv: str(kv[0]))
+            items = ["    %s: %s" % (compact_json(str(k)), compact_json(v)) for k, v in pairs]
+            text = "{\n%s\n  }" % ",\n".join(items)
+        elif isinstance(value, (list, tuple)) and value:
+            text = "[\n%s\n  ]" % ",\n".join("    " + compact_json(v) for v in value)
+        else:
+            text = compact_json(value)
+        lines.append("  %s: %s" % (compact_json(str(key)), text))
+    return "{\n%s\n}\n" % ",\n".join(lines)
 
 
-def junit_xml(document: Dict[str, Any]) -> str:
-    checks: Sequence[Dict[str, Any]] = document.get("checks") or []
-    name = "clusterval.training %s" % (document.get("config_name") or document.get("run_id") or "run")
-    suite = ET.Element("testsuite", name=name, tests=str(len(checks)),
-                       failures=str(sum(c["status"] == "fail" for c in checks)),
-                       skipped=str(sum(c["status"] in ("no_threshold", "info") for c in checks)))
+def compact_json(value: Any) -> str:
+    """One line of strict JSON; NaN and infinities (rare) as strings."""
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=False, separators=(", ", ": "))
+    except ValueError:
+        return json.dumps(strict_json(value), sort_keys=True, allow_nan=False, separators=(", ", ": "))
+
+
+# -- JUnit ---------------------------------------------------------------------------------------------
+
+def junit_order(document: Mapping[str, Any], shown: View) -> List[Dict[str, Any]]:
+    """Every check once: the culprit's first, then the other failures, the consequences, then the rest."""
+    lead = list(shown.culprit_checks)
+    for group in shown.failed + shown.consequential:
+        lead.extend(group.checks)
+    seen = {id(c) for c in lead}
+    return lead + [c for c in document.get("checks") or [] if isinstance(c, dict) and id(c) not in seen]
+
+
+XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: Any) -> str:
+    """Text XML 1.0 can hold: control characters (ANSI colours in log lines, NUL) become U+FFFD."""
+    return XML_INVALID.sub("\ufffd", str(value))
+
+
+def element(parent: Optional[ET.Element], tag: str, text: Optional[str] = None, **attributes: Any) -> ET.Element:
+    clean = {key: xml_text(value) for key, value in attributes.items()}
+    node = ET.Element(tag, clean) if parent is None else ET.SubElement(parent, tag, clean)
+    if text is not None:
+        node.text = xml_text(text)
+    return node
+
+
+def junit_xml(document: Dict[str, Any], hostname: Optional[str] = None, shown: Optional[View] = None,
+              seconds: Optional[float] = None) -> str:
+    """One suite, one testcase per check (the culprit's first), valid against the Jenkins xUnit plugin's
+    junit-10.xsd; a simulated run says so in the suite name and a property. ``seconds``: how long the
+    training ran (the suite's time), when the caller knows it."""
+    shown = shown or view(document)
+    checks = junit_order(document, shown)
+    name = "clusterval.training %s%s" % (document.get("config_name") or document.get("run_id") or "run",
+                                         " [SIMULATED]" if shown.simulated else "")
+    counts = {"tests": len(checks), "failures": sum(1 for c in checks if c.get("status") == FAIL), "errors": 0,
+              "time": "%.3f" % (seconds if is_finite_number(seconds) and seconds >= 0 else run_seconds(document))}
+    suites = element(None, "testsuites", name=name, **counts)
+    suite = element(suites, "testsuite", name=name, skipped=sum(1 for c in checks if c.get("status") in NOT_JUDGED),
+                    timestamp=junit_timestamp(document), hostname=hostname or socket.gethostname(), id=0,
+                    package="clusterval.training", **counts)
+    properties = element(suite, "properties")
+    for key, value in junit_properties(document, shown):
+        element(properties, "property", name=key, value=value)
+    culprit_case = shown.culprit_checks[0] if shown.culprit_checks else None
     for check in checks:
-        case_name = "%s %s" % (check["check"], check.get("metric") or "")
-        case = ET.SubElement(suite, "testcase", classname=str(check["node"]), name=case_name.strip())
-        if check["status"] == "fail":
-            failure = ET.SubElement(case, "failure", message=check["detail"], type=check["check"])
-            failure.text = "%s: %s" % (check["node"], check["detail"])
-        elif check["status"] in ("no_threshold", "info"):
-            ET.SubElement(case, "skipped", message=check["detail"])
-        ET.SubElement(case, "system-out").text = check["detail"]
-    suites = ET.Element("testsuites", name=name)
-    suites.append(suite)
+        junit_case(suite, check, shown.headline if check is culprit_case else None)
     return ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def _finite_points(points: Sequence[Sequence[Any]]) -> List[Sequence[float]]:
-    return [p for p in points if isinstance(p[1], (int, float)) and math.isfinite(p[1])]
+def junit_case(suite: ET.Element, check: Mapping[str, Any], headline_text: Optional[str]) -> None:
+    """A passing check is its name only (the suite stays small at 500 nodes); a failure carries its detail,
+    the culprit's the headline first."""
+    case_name = ("%s %s" % (check.get("check"), check.get("metric") or "")).strip()
+    case = element(suite, "testcase", classname=check.get("node"), name=case_name, time="0")
+    detail = str(check.get("detail") or "")
+    if check.get("status") == FAIL:
+        text = "%s%s: %s" % (headline_text + "\n" if headline_text else "", check.get("node"), detail)
+        element(case, "failure", text, message=detail, type=check.get("check"))
+    elif check.get("status") in NOT_JUDGED:
+        element(case, "skipped", message=detail)
 
 
-def svg_chart(title: str, curves: Dict[str, Sequence[Sequence[Any]]], colours: Sequence[str]) -> str:
-    """One line chart; ``curves`` maps a label (node) to [[step, value], ...]."""
-    finite = {label: _finite_points(points) for label, points in curves.items()}
-    all_points = [p for points in finite.values() for p in points]
-    head = '<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="%s">' % (
-        CHART_WIDTH, CHART_HEIGHT, html.escape(title))
-    parts = [head, '<rect width="100%" height="100%" fill="#ffffff" stroke="#cccccc"/>',
-             '<text x="%d" y="18" font-size="14" font-family="sans-serif">%s</text>' % (MARGIN, html.escape(title))]
-    if not all_points:
-        parts.append('<text x="%d" y="%d" font-family="sans-serif">no data</text></svg>' % (MARGIN, CHART_HEIGHT // 2))
-        return "".join(parts)
-    x0, x1 = min(p[0] for p in all_points), max(p[0] for p in all_points)
-    y0, y1 = min(p[1] for p in all_points), max(p[1] for p in all_points)
-    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
-    width, height = CHART_WIDTH - 2 * MARGIN, CHART_HEIGHT - 2 * MARGIN
-
-    def xy(point: Sequence[float]) -> str:
-        return "%.1f,%.1f" % (MARGIN + (point[0] - x0) / (x1 - x0) * width,
-                              CHART_HEIGHT - MARGIN - (point[1] - y0) / (y1 - y0) * height)
-
-    parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>' % (
-        MARGIN, CHART_HEIGHT - MARGIN, CHART_WIDTH - MARGIN, CHART_HEIGHT - MARGIN))
-    parts.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>' % (MARGIN, MARGIN, MARGIN, CHART_HEIGHT - MARGIN))
-    labels = ((MARGIN - 4, CHART_HEIGHT - MARGIN, "end", "%.4g" % y0), (MARGIN - 4, MARGIN + 4, "end", "%.4g" % y1),
-              (MARGIN, CHART_HEIGHT - MARGIN + 16, "start", "step %g" % x0),
-              (CHART_WIDTH - MARGIN, CHART_HEIGHT - MARGIN + 16, "end", "step %g" % x1))
-    for x, y, anchor, text in labels:
-        parts.append('<text x="%d" y="%d" font-size="11" text-anchor="%s" font-family="sans-serif">%s</text>' % (
-            x, y, anchor, text))
-    for index, (label, points) in enumerate(sorted(finite.items())):
-        colour = colours[index % len(colours)]
-        if points:
-            parts.append('<polyline fill="none" stroke="%s" stroke-width="3" points="%s"><title>%s</title></polyline>' % (
-                colour, " ".join(xy(p) for p in points), html.escape(label)))
-        parts.append('<text x="%d" y="%d" font-size="11" fill="%s" font-family="sans-serif">%s</text>' % (
-            CHART_WIDTH - MARGIN - 120, 18 + 13 * (index % 12), colour, html.escape(label)))
-    parts.append("</svg>")
-    return "".join(parts)
+def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str, str]]:
+    pairs = [("verdict", shown.verdict), ("headline", shown.headline), ("simulated", str(shown.simulated).lower()),
+             ("schema_version", str(document.get("schema_version") or SCHEMA_VERSION))]
+    for key in ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "run_dir"):
+        if document.get(key) not in (None, ""):
+            pairs.append((key, str(document[key])))
+    model = document.get("effective_model")
+    if isinstance(model, dict) and model.get("name"):
+        pairs.append(("effective_model", str(model["name"])))
+    if shown.culprit:
+        pairs.append(("culprit", str(shown.culprit["host"])))
+        pairs.append(("consequences", compact_hosts(shown.consequences)))
+    pairs.append(("nodes", str(len(shown.subjects))))
+    return pairs
 
 
-def throughput_metric(series: Dict[str, Dict[str, Any]]) -> str:
-    for metric in ("tokens_per_sec_per_gpu", "tokens_per_gpu", "throughput_per_gpu", "tflops_per_sec_per_gpu"):
-        if any(metric in node_series for node_series in series.values()):
-            return metric
-    return "tokens_per_sec_per_gpu"
+def run_seconds(document: Mapping[str, Any]) -> float:
+    """From the earliest node start to the latest node end, when the summary has them; else 0."""
+    nodes = ((document.get("summary") or {}).get("nodes") or {}).values()
+    starts = [n["started_at"] for n in nodes if is_finite_number((n or {}).get("started_at"))]
+    ends = [n["finished_at"] for n in nodes if is_finite_number((n or {}).get("finished_at"))]
+    return max(0.0, max(ends) - min(starts)) if starts and ends else 0.0
 
 
-STYLE = """
-body{font-family:sans-serif;margin:24px;color:#222}
-table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
-.pass{color:#1a7f37;font-weight:bold}.fail{color:#cf222e;font-weight:bold}.no_threshold,.info{color:#8a6d00}
-.verdict{font-size:28px;padding:8px 16px;display:inline-block;border-radius:6px}
-.verdict.PASS{background:#dafbe1}.verdict.FAIL{background:#ffebe9}
-.simulated{background:#fff3b0;border:3px solid #e0a800;padding:10px;font-size:22px;font-weight:bold;margin:12px 0}
-"""
+def junit_timestamp(document: Mapping[str, Any]) -> str:
+    """ISO 8601 without a zone (as Ant and Surefire write it), in UTC."""
+    generated = str(document.get("generated_at") or "")
+    try:
+        moment = datetime.datetime.strptime(generated, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        moment = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def html_report(document: Dict[str, Any]) -> str:
-    series: Dict[str, Dict[str, Any]] = document.get("series") or {}
-    metric = throughput_metric(series)
-    esc = html.escape
-    title = "Training validation: %s" % (document.get("config_name") or document.get("run_id") or "run")
-    out = ['<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title><style>%s</style></head><body>' % (
-        esc(title), STYLE), "<h1>%s</h1>" % esc(title)]
-    if document.get("simulated"):
-        out.append('<div class="simulated">SIMULATED RUN: no real GPU was used; these figures say nothing '
-                   'about hardware performance.</div>')
-    verdict = document.get("verdict", "FAIL")
-    out.append('<div class="verdict %s">Verdict: %s</div>' % (esc(verdict), esc(verdict)))
-    out.append("<p>Run %s, framework %s, %d node(s).</p>" % (
-        esc(str(document.get("run_id") or "")), esc(str(document.get("framework") or "")), len(series)))
-    out.append(svg_chart("loss per node", {n: s.get("loss", []) for n, s in series.items()}, LOSS_COLOURS))
-    out.append(svg_chart("%s per node" % metric, {n: s.get(metric, []) for n, s in series.items()}, THROUGHPUT_COLOURS))
-    out.append("<h2>Checks</h2><table><tr><th>node</th><th>check</th><th>metric</th><th>expected</th>"
-               "<th>actual</th><th>status</th><th>detail</th></tr>")
-    for check in document.get("checks") or []:
-        out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td><td>%s</td></tr>" % (
-            esc(str(check["node"])), esc(check["check"]), esc(str(check.get("metric") or "")),
-            esc(_short(check.get("expected"))), esc(_short(check.get("actual"))), esc(check["status"]),
-            esc(check["status"]), esc(check["detail"])))
-    out.append("</table></body></html>\n")
-    return "".join(out)
+# -- files ---------------------------------------------------------------------------------------------
 
-
-def _short(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "%.4g" % value
-    return str(value)[:80]
-
-
-def write_reports(run_dir: str, document: Dict[str, Any]) -> Dict[str, str]:
-    """Write the three files into ``run_dir`` (created if needed); returns their paths."""
+def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[float] = None) -> Dict[str, str]:
+    """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed); returns their
+    paths. ``seconds``: how long the training ran, for JUnit."""
     os.makedirs(run_dir, exist_ok=True)
-    files = {"results.json": results_json(document), "junit.xml": junit_xml(document),
-             "report.html": html_report(document)}
+    shown = view(document)
+    files = {"results.json": results_json(document), "junit.xml": junit_xml(document, shown=shown, seconds=seconds),
+             "report.html": html_report(document, shown)}
     paths = {}
     for name, content in files.items():
         path = os.path.join(run_dir, name)

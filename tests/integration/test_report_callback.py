@@ -1,25 +1,28 @@
-"""The training_report callback through real ansible-playbook runs, and the HTML in headless Chromium."""
+"""The training_report callback through real ansible-playbook runs, and the HTML in headless Chromium
+(the 2-node report of a real run, and a synthetic 64-node report with a culprit and stragglers)."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 import zlib
-from types import SimpleNamespace
 
 import pytest
+from lxml import etree
+from synthetic_results import synthetic_document
 
-from ansible_collections.clusterval.training.plugins.callback import training_report
-from ansible_collections.clusterval.training.plugins.module_utils import _report
+from ansible_collections.clusterval.training.plugins.module_utils import _report, _report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "targets", "report", "report.yml")
 LOGS = os.path.join(REPO, "tests", "fixtures", "logs")
 BIN = os.path.dirname(sys.executable)
 CHROMIUM = "/usr/bin/chromium"
+JUNIT_SCHEMA = os.path.join(REPO, "tests", "fixtures", "junit", "junit-10.xsd")
 
 
 def environment():
@@ -41,18 +44,22 @@ def passed_run(tmp_path_factory):
     return run_playbook(tmp_path_factory.mktemp("pass"), {"node1": "maxtext_node1.log", "node2": "maxtext_node2.log"})
 
 
-def test_pass_run_writes_reports_and_prints_the_verdict_table(passed_run):
+def test_pass_run_writes_reports_and_prints_the_verdict(passed_run):
     done, run_dir = passed_run
     assert done.returncode == 0, done.stdout + done.stderr
     assert "TRAINING VERDICT" in done.stdout and "VERDICT: PASS" in done.stdout
-    assert "node2  threshold    tokens_per_sec_per_gpu  8000" in done.stdout
+    assert "passed on every node:" in done.stdout
+    assert re.search(r"\n  threshold tokens_per_sec_per_gpu +all 2: \d+\.\.\d+ \(expected 8000\)\n", done.stdout)
+    assert re.search(r"\n  threshold tflops_per_sec_per_gpu +no threshold set, 2 nodes", done.stdout)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["verdict"] == "PASS" and results["simulated"] is False
     assert sorted(results["series"]) == ["node1", "node2"]
     assert results["series"]["node1"]["loss"][-1][0] == 29
     assert results["summary"]["nodes"]["node2"]["last_step"] == 29
+    assert results["schema_version"] == 1 and results["headline"].startswith("PASS")
     suite = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
     assert len(suite.findall("testcase")) == len(results["checks"]) and suite.get("failures") == "0"
+    etree.XMLSchema(etree.parse(JUNIT_SCHEMA)).assertValid(etree.parse(str(run_dir / "junit.xml")))
 
 
 def test_failed_run_fails_the_play_with_readable_lines(tmp_path):
@@ -60,7 +67,8 @@ def test_failed_run_fails_the_play_with_readable_lines(tmp_path):
     assert done.returncode == 2
     log = os.path.join(LOGS, "maxtext_crash_node2.log")
     assert "node2: crash at line 82 of %s: Fatal Python error: Segmentation fault" % log in done.stdout
-    assert "VERDICT: FAIL" in done.stdout
+    assert "VERDICT: FAIL: node2: " in done.stdout
+    assert "\nfailed:\n  errors crash" in done.stdout
     suite = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
     messages = [f.get("message") for f in suite.iter("failure")]
     assert "stopped at step 12 of 29" in messages
@@ -127,63 +135,60 @@ def count_colour(pixels, hex_colour):
     return sum(1 for row in rows for x in range(width) if row[x * channels:x * channels + 3] == target)
 
 
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
-def test_report_html_renders_the_curves_in_headless_chromium(passed_run, tmp_path):
-    dummy, run_dir = passed_run
-    shot = tmp_path / "report.png"
+def screenshot(page, shot, profile, width=1280, height=2400):
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--user-data-dir=%s" % (tmp_path / "profile"), "--window-size=1000,900", "--screenshot=%s" % shot,
-               "file://%s" % (run_dir / "report.html")]
+               "--hide-scrollbars", "--user-data-dir=%s" % profile, "--window-size=%d,%d" % (width, height),
+               "--screenshot=%s" % shot, "file://%s" % page]
     subprocess.run(command, capture_output=True, timeout=120, check=False)
     assert shot.exists(), "chromium wrote no screenshot"
-    pixels = png_pixels(str(shot))
-    assert count_colour(pixels, _report.LOSS_COLOURS[0]) > 200
-    assert count_colour(pixels, _report.THROUGHPUT_COLOURS[0]) > 200
+    return png_pixels(str(shot))
+
+
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+
+@needs_chromium
+def test_report_html_renders_the_curves_in_headless_chromium(passed_run, tmp_path):
+    dummy, run_dir = passed_run
+    pixels = screenshot(run_dir / "report.html", tmp_path / "report.png", tmp_path / "profile", 1000, 1600)
+    assert count_colour(pixels, "#dafbe1") > 5000                       # the PASS verdict box
+    assert count_colour(pixels, _report_html.PALETTE[0]) > 100          # node1's curves
+    assert count_colour(pixels, _report_html.PALETTE[1]) > 100          # node2's curves
     assert count_colour(pixels, "#ff00ff") == 0
 
 
-class FakeDisplay:
-    def __init__(self):
-        self.lines = []
-
-    def display(self, text, **_):
-        self.lines.append(text)
-
-    def banner(self, text, **_):
-        self.lines.append(text)
-
-    def warning(self, text, **_):
-        self.lines.append("WARNING " + text)
+@pytest.fixture(scope="module")
+def report_64(tmp_path_factory):
+    """The synthetic 64-node run: node017 crashes at step 41, the rest stop; node005 and node040 are 15 %
+    slow; tflops has no threshold. A log line of 400 characters without a space must wrap."""
+    document = synthetic_document(64, 60, crash_at=41)
+    document["checks"][0]["detail"] += " " + "x" * 400
+    run_dir = tmp_path_factory.mktemp("report64")
+    _report.write_reports(str(run_dir), document)
+    return run_dir / "report.html"
 
 
-def fake_result(action, data, host="node1"):
-    return SimpleNamespace(result=data, task=SimpleNamespace(action=action),
-                           host=SimpleNamespace(get_name=lambda: host))
+@needs_chromium
+def test_64_node_report_in_headless_chromium(report_64, tmp_path):
+    pixels = screenshot(report_64, tmp_path / "report64.png", tmp_path / "profile")
+    assert count_colour(pixels, "#fff3b0") > 5000                       # the SIMULATED banner
+    assert count_colour(pixels, "#ffebe9") > 5000                       # the FAIL verdict and culprit rows
+    assert count_colour(pixels, _report_html.BAND_COLOUR) > 2000        # the p10-p90 band
+    assert count_colour(pixels, _report_html.MEDIAN_COLOUR) > 300       # the median curves
+    page = report_64.read_text()
+    for host in ("node005", "node040"):                                 # the stragglers' grid cells, in red
+        colour = re.search(r'style="background:(#[0-9a-f]{6});[^"]*" title="%s: ' % host, page).group(1)
+        assert int(colour[1:3], 16) > int(colour[5:7], 16) + 80 and count_colour(pixels, colour) > 400
+    assert count_colour(pixels, "#ff00ff") == 0
 
 
-def test_progress_line_per_watch_retry():
-    callback = training_report.CallbackModule()
-    callback._display = FakeDisplay()
-    progress = {"step": 12, "final_step": 29, "tokens_per_sec": 8672.4, "loss": 10.374, "eta_s": 72}
-    callback.v2_runner_retry(fake_result("clusterval.training.training_watch", {"progress": progress, "done": False}))
-    callback.v2_runner_retry(fake_result("ansible.builtin.command", {"progress": progress}))
-    assert callback._display.lines == ["[node1] step 12/29  8672 tok/s/gpu  loss 10.374  ETA 0:01:12"]
-
-
-def test_progress_line_before_the_first_step_and_when_done():
-    line = training_report.progress_line("node2", {"progress": {"final_step": 29}, "done": True, "reason": "hang"})
-    assert line == "[node2] step -/29  - tok/s/gpu  loss -  ETA -:--:--  done (hang)"
-
-
-def test_unwritable_run_dir_is_a_warning_not_a_crash(tmp_path):
-    callback = training_report.CallbackModule()
-    callback._display = FakeDisplay()
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    data = {"checks": [], "verdict": "FAIL", "run_dir": str(blocker / "run"), "series": {}}
-    callback.v2_runner_on_failed(fake_result("clusterval.training.training_assert", data))
-    assert callback._display.lines[0].startswith("WARNING training_report: cannot write the report files")
+@needs_chromium
+def test_64_node_report_has_no_horizontal_overflow(report_64, tmp_path):
+    """Rendered 800 pixels wide, nothing may reach the 24-pixel right padding of the page."""
+    width, height, channels, rows = screenshot(report_64, tmp_path / "narrow.png", tmp_path / "profile", 800, 3000)
+    strip = [row[x * channels:x * channels + 3] for row in rows for x in range(width - 20, width - 4)]
+    assert sum(1 for pixel in strip if pixel != b"\xff\xff\xff") == 0
 
 
 def test_training_assert_names_a_bad_node_entry():

@@ -1,0 +1,153 @@
+"""The training_report callback with its documented options, read through Ansible's config manager.
+
+(Ansible's plugin loader cannot load a collection whose package other tests of the session imported
+before its collection finder was installed; the integration tests load the callback for real.)"""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from ansible import constants as C
+from synthetic_results import synthetic_document
+
+from ansible_collections.clusterval.training.plugins.callback import training_report
+
+WATCH, ASSERT = "clusterval.training.training_watch", "clusterval.training.training_assert"
+
+
+class FakeDisplay:
+    def __init__(self):
+        self.lines = []
+
+    def display(self, text, **_):
+        self.lines.extend(text.split("\n"))
+
+    def banner(self, text, **_):
+        self.lines.append("== " + text)
+
+    def warning(self, text, **_):
+        self.lines.append("WARNING " + text)
+
+
+@pytest.fixture
+def callback():
+    """A factory of callbacks whose options come from DOCUMENTATION, the environment and ``direct``."""
+    name = "clusterval.training.training_report"
+    options = yaml.safe_load(training_report.DOCUMENTATION)["options"]
+    C.config.initialize_plugin_configuration_definitions("callback", name, options)
+
+    def make(**direct):
+        plugin = training_report.CallbackModule()
+        plugin._load_name = name
+        plugin.set_options(direct=direct)
+        plugin._display = FakeDisplay()
+        return plugin
+    return make
+
+
+def result(action, data, host="node1"):
+    return SimpleNamespace(result=data, task=SimpleNamespace(action=action), host=SimpleNamespace(get_name=lambda: host))
+
+
+def poll(step, done=0, failed=0, failures=(), finished=False):
+    return {"done": finished, "failed": False, "reason": "running", "msg": "", "simulated": True,
+            "progress": {"nodes": 512, "running": 512 - done, "done": done, "failed": failed,
+                         "step": {"min": step, "median": step, "max": step}, "final_step": 29,
+                         "rate": {"median": 8600.0}, "rate_metric": "tokens_per_sec_per_gpu", "eta_s": 30.0,
+                         "elapsed_s": 10.0, "slowest": []},
+            "failures": list(failures)}
+
+
+def test_options_come_from_the_documentation_and_the_environment(callback, monkeypatch):
+    plugin = callback()
+    assert plugin.get_option("progress_interval") == 0 and plugin.get_option("width") == 80
+    monkeypatch.setenv("CLUSTERVAL_TRAINING_REPORT_WIDTH", "132")
+    monkeypatch.setenv("CLUSTERVAL_TRAINING_PROGRESS_INTERVAL", "2.5")
+    plugin = callback()
+    assert plugin.get_option("width") == 132 and plugin.get_option("progress_interval") == 2.5
+
+
+def test_one_line_per_poll_for_the_whole_cluster(callback):
+    plugin = callback()
+    for step in (3, 4, 5):
+        plugin.v2_runner_retry(result(WATCH, poll(step)))
+    plugin.v2_runner_retry(result("ansible.builtin.command", poll(6)))
+    assert plugin._display.lines == ["[#---------] 3/29 ETA 0m30s 8600 tok/s/GPU 0/512 done",
+                                     "[#---------] 4/29 ETA 0m30s 8600 tok/s/GPU 0/512 done",
+                                     "[##--------] 5/29 ETA 0m30s 8600 tok/s/GPU 0/512 done"]
+
+
+def test_progress_interval_thins_the_lines_but_not_the_last_one(callback):
+    plugin = callback(progress_interval=3600)
+    for step in (3, 4, 5):
+        plugin.v2_runner_retry(result(WATCH, poll(step)))
+    plugin.v2_runner_on_ok(result(WATCH, poll(29, done=512, finished=True)))
+    assert [line.split(" ")[1] for line in plugin._display.lines] == ["3/29", "29/29"]
+
+
+def test_node_failures_print_once_and_at_most_five(callback):
+    plugin = callback()
+    failures = [{"host": "node%d" % i, "reason": "error", "msg": "node%d: crash at step 3" % i} for i in range(1, 9)]
+    plugin.v2_runner_retry(result(WATCH, poll(3, failed=1, failures=failures[:1])))
+    plugin.v2_runner_retry(result(WATCH, poll(3, failed=8, failures=failures)))
+    failed = [line for line in plugin._display.lines if line.startswith("FAILED")]
+    assert failed == ["FAILED node%d: crash at step 3" % i for i in range(1, 6)]
+    assert plugin._display.lines[-1].endswith("0/512 done 8 FAILED")
+
+
+def test_the_width_option_is_used(callback):
+    plugin = callback(width=100)
+    data = poll(3)
+    data["progress"]["slowest"] = [{"host": "node%d" % i, "step": 2} for i in range(5)]
+    plugin.v2_runner_retry(result(WATCH, data))
+    assert plugin._display.lines[0].endswith("slow node0@2 node1@2 node2@2 node3@2 node4@2")
+    assert len(plugin._display.lines[0]) > 80
+
+
+def test_older_per_node_results_get_a_line_per_node(callback):
+    plugin = callback()
+    progress = {"step": 12, "final_step": 29, "tokens_per_sec": 8672.4, "loss": 10.374, "eta_s": 72}
+    plugin.v2_runner_retry(result(WATCH, {"progress": progress, "done": False}))
+    assert plugin._display.lines == ["[node1] step 12/29  8672 tok/s/gpu  loss 10.374  ETA 0:01:12"]
+
+
+def test_verdict_leads_with_the_headline_and_the_files_follow(callback, tmp_path):
+    plugin = callback()
+    plugin.v2_runner_on_failed(result(WATCH, poll(21, failed=64, finished=True)))
+    plugin._display.lines.clear()
+    document = synthetic_document(64, 40, crash_at=21)
+    plugin.v2_runner_on_ok(result(ASSERT, dict(document, run_dir=str(tmp_path), changed=False,
+                                               ansible_stats={"data": {}}, msg="verdict FAIL")))
+    plugin.v2_playbook_on_stats(None)
+    lines = plugin._display.lines
+    assert lines[0] == "== TRAINING VERDICT" and lines[1].startswith("FAIL: node017 crash at step 21")
+    assert len(lines) < 40 and max(len(line) for line in lines if not line.startswith(("VERDICT", "junit",
+                                                                                       "report", "results"))) <= 80
+    report = lines.index("== TRAINING REPORT")
+    assert lines[report + 1] == "VERDICT: %s (SIMULATED)" % document["headline"]
+    assert lines[report + 2:] == ["%s: %s" % (name, tmp_path / name) for name in ("junit.xml", "report.html",
+                                                                                  "results.json")]
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["headline"] == document["headline"] and "ansible_stats" not in written and "msg" not in written
+    assert written["generated_at"].endswith("Z") and written["schema_version"] == 1
+    suite = ET.parse(str(tmp_path / "junit.xml")).getroot().find("testsuite")
+    assert suite.get("time") == "10.000" and suite.get("timestamp") == written["generated_at"][:-1]
+
+
+def test_no_verdict_no_report(callback):
+    plugin = callback()
+    plugin.v2_playbook_on_stats(None)
+    assert plugin._display.lines == []
+
+
+def test_unwritable_run_dir_is_a_warning_not_a_crash(callback, tmp_path):
+    plugin = callback()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    data = {"checks": [], "verdict": "FAIL", "run_dir": str(blocker / "run"), "series": {}}
+    plugin.v2_runner_on_failed(result(ASSERT, data))
+    assert plugin._display.lines[0].startswith("WARNING training_report: cannot write the report files")
+    assert plugin._display.lines[1] == "== TRAINING VERDICT"
