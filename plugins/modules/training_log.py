@@ -67,6 +67,12 @@ options:
     description: The Docker daemon's unix socket on the node, for O(container).
     type: path
     default: /var/run/docker.sock
+  read_timeout:
+    description:
+      - Seconds the read may take. A log on a blocked file system fails the task naming the path, instead of
+        hanging the play. Only regular files are read; a FIFO, a device or a directory is refused.
+    type: float
+    default: 30
   max_steps:
     description: Return at most this many steps (the most recent ones); RV(summary) still covers all.
     type: int
@@ -188,10 +194,47 @@ size:
   sample: 46634
 """
 
+import os
+import stat
+import threading
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import container_state
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
+
+
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_non_regular(path):
+    """Reading a FIFO blocks and /dev/zero never ends: only regular files are logs."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+        raise ValueError("the training log %s is %s, not a regular file: refused (it could block or never end)"
+                         % (path, kind))
+
+
+def read_within(params, budget_s):
+    """run_training_log on a regular file, in a thread given `budget_s` seconds; a blocked read is a named error."""
+    outcome = {}
+
+    def read():
+        try:
+            refuse_non_regular(params["path"])
+            outcome["result"] = run_training_log(params)
+        except Exception as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if worker.is_alive():
+        raise OSError("log read blocked for %g s: %s (a hung file system?)" % (budget_s, params["path"]))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 def main() -> None:
@@ -210,13 +253,14 @@ def main() -> None:
             world_size=dict(type="int"),
             container=dict(type="str"),
             docker_socket=dict(type="path", default="/var/run/docker.sock"),
+            read_timeout=dict(type="float", default=30.0),
         ),
         supports_check_mode=True,
     )
     name = module.params["container"]
     container = container_state(module.params["docker_socket"], name) if name else None
     try:
-        result = run_training_log(module.params)
+        result = read_within(module.params, module.params["read_timeout"])
     except (OSError, ValueError) as exc:
         module.fail_json(msg=str(exc), path=module.params["path"])
     if container:
