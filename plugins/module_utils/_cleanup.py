@@ -76,15 +76,17 @@ def remove_file(path: str, dry_run: bool) -> bool:
     return True
 
 
-def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool) -> List[str]:
-    """Remove the run's lease, its lock (when it holds it) and its preflight marker; what was removed."""
+def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool,
+                    keep_lock: bool = False) -> List[str]:
+    """Remove the run's lease, its lock (when it holds it, unless `keep_lock`) and its preflight marker;
+    what was removed."""
     removed = []
     if run_dir:
         if remove_file(_runlock.lease_path(run_dir), dry_run):
             removed.append("lease %s" % _runlock.lease_path(run_dir))
         lock = _runlock.lock_path(run_dir)
         held = _runlock.read_lock(lock)
-        if held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
+        if not keep_lock and held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
             removed.append("lock %s" % lock)
     if data_cache_dir and remove_file(_runlock.marker_path(data_cache_dir, run_id), dry_run):
         removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
@@ -96,7 +98,8 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
     """Remove every labelled container (or `run_id`'s) and the files of their runs.
 
     Returns {removed[], containers[], runs[], error}; `error` (the daemon could not be reached or
-    refused a removal) is None when all went well. The run's files are removed even then."""
+    refused a removal) is None when all went well. The run's lease and marker are removed even then
+    (without its lease the node's guard stops the job); its lock stays until a teardown succeeds."""
     removed: List[str] = []
     containers: List[Dict[str, Any]] = []
     error: Optional[str] = None
@@ -111,7 +114,9 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
         error = "Docker daemon at %s: %s" % (docker_host, exc)
     runs = runs_to_clear(containers, run_id, run_dir, data_cache_dir)
     for rid, where in sorted(runs.items()):
-        removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run))
+        # Containers that may still run keep the node locked: the next run is refused, not mixed in.
+        removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run,
+                                       keep_lock=error is not None))
     return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs), "error": error}
 
 

@@ -2,7 +2,7 @@
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
 
 
-def test_a_runs_lease_lock_and_marker_go_even_when_the_daemon_is_dead(tmp_path):
+def test_a_runs_lease_and_marker_go_even_when_the_daemon_is_dead_but_its_lock_stays(tmp_path):
     run_dir, cache = tmp_path / "logs" / "clusterval" / "r1", tmp_path / "cache"
     run_dir.mkdir(parents=True)
     cache.mkdir()
@@ -12,7 +12,8 @@ def test_a_runs_lease_lock_and_marker_go_even_when_the_daemon_is_dead(tmp_path):
     (cache / ".clusterval-preflight-r9").write_text("r9:node1")
     outcome = _cleanup.cleanup("unix://%s" % (tmp_path / "none.sock"), "r1", str(run_dir), str(cache))
     assert "none.sock" in outcome["error"]
-    assert [item.split()[0] for item in outcome["removed"]] == ["lease", "lock", "preflight"]
+    assert [item.split()[0] for item in outcome["removed"]] == ["lease", "preflight"]
+    assert _runlock.read_lock(_runlock.lock_path(str(run_dir)))["run_id"] == "r1", "the node stays locked"
     assert sorted(p.name for p in cache.iterdir()) == [".clusterval-preflight-r9"]
     assert "teardown FAILED (run r1)" in _cleanup.summary("node1", outcome, "r1")
 
