@@ -202,3 +202,25 @@ def test_a_fifo_as_the_log_fails_the_run_in_bounded_time_naming_it(simcluster, n
     assert f"{log} is a FIFO, not a regular file" in output
     assert elapsed < 90, f"took {elapsed:.0f}s"
     assert_no_training_container(simcluster, hosts)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tmp_path, signum):
+    hosts = nodes[:2]
+    run = start_train(simcluster, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
+    try:
+        wait_for(lambda: all_running(simcluster, hosts), 120)
+        run_id = next(iter(running(simcluster, hosts[0]).values()))[1]
+        run.send_signal(signum)
+        finish(run, 60)
+    finally:
+        finish(run, 5)
+    output = output_of(tmp_path)
+    assert run.returncode != 0
+    assert f"clusterval: {signal.Signals(signum).name}: the controller stops here" in output
+    assert "within the lease timeout (train_lease_timeout" in output
+    assert (f"ansible-playbook -i {simcluster.inventory} clusterval.training.teardown "
+            f"-e training_run_id={run_id}") in output
+    proc = teardown(simcluster, hosts, "-e", f"training_run_id={run_id}")
+    assert proc.returncode == 0 and f"run {run_id}" in proc.stdout
+    assert_no_training_container(simcluster, hosts)
