@@ -224,3 +224,21 @@ def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tm
     proc = teardown(simcluster, hosts, "-e", f"training_run_id={run_id}")
     assert proc.returncode == 0 and f"run {run_id}" in proc.stdout
     assert_no_training_container(simcluster, hosts)
+
+
+def test_teardown_goes_on_past_an_unreachable_node_and_names_it(simcluster, nodes):
+    lost = nodes[2]
+    name = simcluster.unique_name("leftover")
+    leftover(simcluster, nodes[0], "run-x", name)
+    simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
+    try:
+        started = time.monotonic()
+        proc = teardown(simcluster, nodes)
+        elapsed = time.monotonic() - started
+    finally:
+        simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
+    assert proc.returncode != 0
+    assert f"container {name} (run run-x" in proc.stdout
+    assert f"{lost} teardown FAILED: unreachable" in proc.stdout
+    assert elapsed < 120, f"took {elapsed:.0f}s"
+    assert_no_training_container(simcluster, nodes[:2])
