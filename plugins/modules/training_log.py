@@ -50,10 +50,24 @@ options:
     type: int
   patterns:
     description: Extra failure patterns, each a dict with C(regex) (Python syntax) and C(class)
-      (one of V(network), V(gpu), V(memory), V(coordination), V(crash), V(nan), V(timeout)).
+      (one of V(network), V(gpu), V(memory), V(coordination), V(crash), V(nan), V(timeout), V(disk), V(port)).
     type: list
     elements: dict
     default: []
+  advisories:
+    description:
+      - Extra advisory patterns (Python regexes) for failure lines that healthy nodes print, such as RCCL's
+        C(NCCL WARN) about NUMA balancing; a line that matches one is returned in RV(advisories), not in RV(errors).
+      - Added to the built-in list of C(docs/failures.md).
+    type: list
+    elements: str
+    default: []
+  final:
+    description:
+      - The last read of a finished job. Otherwise a traceback at the end of the log is left for the next read
+        (RV(offset) stops before it), so that its exception line, the cause, is read with it.
+    type: bool
+    default: false
   exit_code_path:
     description: File the launcher writes the exit status into; RV(exit_code) is null while it is absent.
     type: path
@@ -137,7 +151,12 @@ completed:
   type: bool
   sample: true
 errors:
-  description: Failure lines found (at most 100), each with C(class), C(line), C(lineno), C(text), C(pattern).
+  description:
+    - Failure lines found (at most 100), each with C(class), C(line), C(lineno), C(text), C(pattern), C(time)
+      (epoch seconds of the line's own timestamp, else null), C(first_seen) (null; the watch fills it), C(step)
+      (the last step printed before it) and C(consequence) (true for a peer's failure seen from here, such as
+      JAX's "another task died" or an NCCL watchdog timeout).
+    - For a Python traceback, C(text) is its exception line (launcher prefixes such as C([rank3]:) removed).
   returned: always
   type: list
   elements: dict
@@ -148,6 +167,11 @@ errors_total:
   returned: always
   type: int
   sample: 1
+advisories:
+  description: Advisory lines (benign C(NCCL WARN) and the like), at most 20, shaped like RV(errors) with class V(advisory).
+  returned: always
+  type: list
+  elements: dict
 offset:
   description: Byte offset of the end of the last complete line; pass it as O(offset) next time.
   returned: always
@@ -247,6 +271,8 @@ def main() -> None:
             final_step=dict(type="int"),
             warmup_steps=dict(type="int"),
             patterns=dict(type="list", elements="dict", default=[]),
+            advisories=dict(type="list", elements="str", default=[]),
+            final=dict(type="bool", default=False),
             exit_code_path=dict(type="path"),
             max_steps=dict(type="int", default=1000),
             seq_length=dict(type="int"),
