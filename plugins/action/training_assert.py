@@ -7,6 +7,7 @@ from typing import Any, Dict
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.clusterval.training.plugins.module_utils import _baseline
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
 from ansible_collections.clusterval.training.plugins.module_utils._verdict import verdict
 
@@ -18,6 +19,8 @@ ARGUMENT_SPEC = dict(
     warmup_steps=dict(type="int"),
     fail_on_verdict=dict(type="bool", default=True),
     require_thresholds=dict(type="bool", default=False),
+    baseline=dict(type="path"),
+    baseline_tolerance=dict(type="raw"),
 )
 
 
@@ -44,6 +47,13 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="; ".join(problems))
             return result
         plan, nodes = args["plan"], args["nodes"]
+        if args["baseline"]:
+            try:
+                plan = _baseline.apply(plan, _baseline.load(args["baseline"]), args["baseline"],
+                                       args["baseline_tolerance"])
+            except _baseline.BaselineError as exc:
+                result.update(failed=True, msg=str(exc))
+                return result
         outcome = verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"], args["require_thresholds"])
         info = run_info(plan)
         result.update(outcome)

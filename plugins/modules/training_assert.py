@@ -58,6 +58,17 @@ options:
       - Without it such metrics are reported, named in RV(unjudged) and in RV(headline), and do not fail the run.
     type: bool
     default: false
+  baseline:
+    description:
+      - The C(results.json) of a known-good run. Metrics whose threshold is not set, and the throughput
+        metrics, are judged against its steady means (C(summary.cluster)) within O(baseline_tolerance),
+        C(min) = mean x (1 - tolerance) when higher is better, C(max) = mean x (1 + tolerance) when lower is.
+      - Any run's C(results.json) is a valid baseline. The results document names it in RV(baseline).
+    type: path
+  baseline_tolerance:
+    description: Tolerance in percent, one number for every metric or a dict metric -> percent (with C(default)).
+    type: raw
+    default: 5
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -131,6 +142,10 @@ unjudged:
   returned: always
   type: list
   elements: dict
+baseline:
+  description: C({path, run_id, tolerance_pct, metrics}) of the baseline the thresholds came from; null without one.
+  returned: always
+  type: dict
 verdict:
   description: V(PASS) when no check failed, else V(FAIL).
   returned: always
