@@ -10,6 +10,8 @@ import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+from ansible_collections.clusterval.training.plugins.module_utils._models import (
+    MODELS, canonical, contradicting_maxtext_keys, model_with_maxtext_dims)
 
 WORKDIR = "/workspace/maxtext"
 TRAIN_SCRIPTS = (
@@ -22,12 +24,6 @@ NON_MAXTEXT_KEYS = frozenset((
     "tokenizer_model", "model_size", "xla_flags", "micro_batch_size", "precision", "sequence_length",
     "tensor_parallelism", "pipeline_parallelism", "recompute", "fsdp", "result_dict", "batch_size",
 ))
-# Dimensions of MaxText's own model files, used to tell which model a config really trains.
-MODEL_DIMENSIONS: Dict[str, Dict[str, int]] = {
-    "llama3.1-8b": {"base_emb_dim": 4096, "base_num_decoder_layers": 32},
-    "llama3.1-70b": {"base_emb_dim": 8192, "base_num_decoder_layers": 80},
-    "llama3.1-405b": {"base_emb_dim": 16384, "base_num_decoder_layers": 126},
-}
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 _FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9]+|[0-9][0-9_]*)(?:[eE][+-]?[0-9]+)?$")
 _YAML_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -65,40 +61,24 @@ def maxtext_params(params: Mapping[str, Any], path: str) -> Dict[str, Any]:
 
 
 def check_model(model: str, params: Mapping[str, Any], path: str) -> ModelCheck:
-    """Compares the model key with the dimensions given beside it; decides on `model_name`."""
-    chosen = params.get("model_name")
-    actual = _model_with_dimensions(params)
-    if chosen is not None:
-        return _check_chosen_model(str(chosen), actual, params, path)
-    if model not in MODEL_DIMENSIONS:
-        return ModelCheck(None, actual or model, [])
-    if actual is None or actual == model:
-        given = any(key in params for key in MODEL_DIMENSIONS[model])
-        return ModelCheck(None if given and actual is None else model, model, [])
-    dims = ", ".join("%s=%s" % (key, params[key]) for key in MODEL_DIMENSIONS[actual] if key in params)
-    warning = ("%s: the model key %s carries the dimensions of %s (%s): this run trains %s, not %s. "
-               "To train %s instead, add model_name: %s to this section through overrides (MaxText then "
-               "loads its own model file and ignores the base_* values)."
-               % (path, model, actual, dims, actual, model, model, model))
-    return ModelCheck(None, actual, [warning])
-
-
-def _check_chosen_model(chosen: str, actual: Optional[str], params: Mapping[str, Any], path: str) -> ModelCheck:
+    """Decides on ``model_name``. Like the validation suite, a model key MaxText knows becomes
+    ``model_name``; MaxText then loads its model file, whose values override the base_* keys of the
+    config file (they are not command-line keys), so the run trains the model the key names. base_*
+    values that contradict it are reported."""
+    chosen = str(params["model_name"]) if params.get("model_name") is not None else None
+    name = chosen or (canonical(model) if canonical(model) in MODELS else None)
+    if name is None:
+        return ModelCheck(None, model_with_maxtext_dims(params) or model, [])
+    contradicting = contradicting_maxtext_keys(name, params)
     warnings = []
-    if actual is not None and actual != chosen:
-        warnings.append("%s: model_name %s replaces the base_* dimensions given beside it (those of %s); "
-                        "this run trains %s." % (join_path(path, "model_name"), chosen, actual, chosen))
-    return ModelCheck(chosen, chosen, warnings)
-
-
-def _model_with_dimensions(params: Mapping[str, Any]) -> Optional[str]:
-    given = {key: params[key] for key in ("base_emb_dim", "base_num_decoder_layers") if key in params}
-    if not given:
-        return None
-    for name, dims in MODEL_DIMENSIONS.items():
-        if all(str(given[key]).strip() == str(dims[key]) for key in given):
-            return name
-    return None
+    if contradicting:
+        other = model_with_maxtext_dims(params)
+        values = ", ".join("%s=%s" % item for item in sorted(contradicting.items()))
+        warnings.append("%s: %s contradict%s MaxText's %s model file%s; MaxText's model file wins: this run "
+                        "trains %s (model_name: %s)" % (path, values, "" if len(contradicting) > 1 else "s", name,
+                                                         " (they are %s's)" % other if other and other != name else "",
+                                                         name, name))
+    return ModelCheck(name, name, warnings)
 
 
 def check_parallelism(params: Mapping[str, Any], gpus_per_node: int, nnodes: int, path: str) -> None:

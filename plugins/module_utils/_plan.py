@@ -41,6 +41,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
 )
 from ansible_collections.clusterval.training.plugins.module_utils._launch import HF_TOKEN_MOUNT, launch_script
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
+from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._xla import render_xla_flags
 
@@ -157,6 +158,7 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
         "model": ctx.selection.model,
         "gpu_arch": ctx.selection.gpu_arch,
         "trains_model": common["trains_model"],
+        "effective_model": effective_model(common["trains_model"]),
         "remote_user": options.remote_user,
         "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
         "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),

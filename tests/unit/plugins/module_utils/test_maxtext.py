@@ -38,23 +38,25 @@ def test_yaml_is_typed_and_parses():
     assert text.splitlines()[0] == 'base_config: "base.yml"'
 
 
-def test_model_key_with_other_dimensions_warns_and_adds_no_model_name():
+def test_model_key_becomes_model_name_and_contradicting_dimensions_are_reported():
+    # The seed 70B config carries 405B dimensions: MaxText's llama3.1-70b model file overrides them.
     check = _maxtext.check_model("llama3.1-70b", SEED_405B_DIMS, "mp")
-    assert check.model_name is None
-    assert check.trains == "llama3.1-405b"
-    assert "trains llama3.1-405b, not llama3.1-70b" in check.warnings[0]
+    assert (check.model_name, check.trains) == ("llama3.1-70b", "llama3.1-70b")
+    assert "MaxText's model file wins: this run trains llama3.1-70b" in check.warnings[0]
+    assert "base_emb_dim=16384" in check.warnings[0] and "llama3.1-405b's" in check.warnings[0]
 
 
-def test_model_name_added_only_when_correct():
+def test_model_name_for_every_model_maxtext_knows():
     assert _maxtext.check_model("llama3.1-405b", SEED_405B_DIMS, "mp") == ("llama3.1-405b", "llama3.1-405b", [])
     assert _maxtext.check_model("llama3.1-70b", {}, "mp").model_name == "llama3.1-70b"
-    assert _maxtext.check_model("custom", SEED_405B_DIMS, "mp").model_name is None
+    custom = _maxtext.check_model("custom", SEED_405B_DIMS, "mp")
+    assert custom.model_name is None and custom.trains == "llama3.1-405b"
 
 
 def test_user_chosen_model_name_wins_with_a_warning():
     check = _maxtext.check_model("llama3.1-70b", dict(SEED_405B_DIMS, model_name="llama3.1-70b"), "mp")
     assert check.model_name == "llama3.1-70b" and check.trains == "llama3.1-70b"
-    assert "replaces the base_* dimensions" in check.warnings[0]
+    assert "contradict" in check.warnings[0]
 
 
 def test_parallelism_products():

@@ -125,12 +125,15 @@ def test_user_id_resolves_to_the_remote_user_and_the_run_dir_follows():
     assert node["container"]["env"]["HF_HOME"] == "/home/alice/cache"
 
 
-def test_seed_70b_key_with_405b_dimensions_is_flagged():
+def test_seed_70b_config_trains_70b():
     result = plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK)
-    assert result["trains_model"] == "llama3.1-405b"
-    assert any("trains llama3.1-405b, not llama3.1-70b" in warning for warning in result["warnings"])
+    assert result["trains_model"] == "llama3.1-70b"
+    assert any("this run trains llama3.1-70b" in warning for warning in result["warnings"])
     maxtext_yml = yaml.safe_load(result["nodes"]["n1"]["files"][1]["content"])
-    assert "model_name" not in maxtext_yml
+    assert maxtext_yml["model_name"] == "llama3.1-70b"
+    model = result["effective_model"]
+    assert (model["name"], model["params_b"], model["dims"]["num_layers"], model["dims"]["emb_dim"]) == (
+        "llama3.1-70b", 70.55, 80, 8192)
 
 
 def test_nnodes_mismatch_warns_and_null_override_removes_a_mount():

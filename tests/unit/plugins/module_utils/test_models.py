@@ -1,0 +1,22 @@
+"""Effective models and their parameter counts (issue 9, item 5)."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.clusterval.training.plugins.module_utils import _models
+
+
+@pytest.mark.parametrize("name,params_b", [("llama3.1-8b", 8.03), ("llama3.1-70b", 70.55), ("llama3.1-405b", 405.85),
+                                           ("llama2-7b", 6.74)])
+def test_parameter_counts_match_the_published_sizes(name, params_b):
+    assert _models.effective_model(name)["params_b"] == params_b
+
+
+@pytest.mark.parametrize("key", ["llama3_1_70b", "llama_3_1_70b", "llama3.1-70b"])
+def test_megatron_and_file_name_keys_name_the_same_model(key):
+    assert _models.effective_model(key)["name"] == "llama3.1-70b"
+
+
+def test_unknown_model_keeps_its_name_only():
+    assert _models.effective_model("custom") == {"name": "custom", "family": None, "params": None,
+                                                 "params_b": None, "dims": {}}
