@@ -12,7 +12,8 @@ from typing import Any, Dict, Optional
 
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 LISTEN = "0A"
-CONTAINER_ID = re.compile(r"(?:docker[-/]|containers/)([0-9a-f]{64})")
+# Docker names a container's cgroup after its id, under whatever cgroup parent the daemon uses.
+CONTAINER_ID = re.compile(r"\b([0-9a-f]{64})\b")
 
 
 def port_check(port: int, proc_root: str = "/proc") -> Dict[str, Any]:

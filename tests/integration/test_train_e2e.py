@@ -235,7 +235,7 @@ def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tm
     assert_no_training_container(simcluster, nodes)
 
 
-def test_rerun_after_an_interrupted_run_replaces_the_stale_containers(simcluster, nodes, tmp_path):
+def test_rerun_after_an_interrupted_run_is_refused_then_takes_over_the_stale_containers(simcluster, nodes, tmp_path):
     first = tmp_path / "first"
     argv = train_argv(simcluster, JAX_MULTI, first, nodes, sim_env(STEP_SECONDS="2"))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
@@ -249,7 +249,11 @@ def test_rerun_after_an_interrupted_run_replaces_the_stale_containers(simcluster
         # Ansible's workers run in sessions of their own: end them too, as an operator would.
         subprocess.run(["pkill", "-KILL", "-f", str(first)], check=False)
     assert all(training_containers(simcluster, node) for node in nodes), "the interrupted run left no container"
-    second = run_train(simcluster, JAX_MULTI, tmp_path / "second", nodes)
+    # One run per node: the rerun is refused while the interrupted run's job is there, then takes it over.
+    refused = run_train(simcluster, JAX_MULTI, tmp_path / "second", nodes)
+    assert refused.returncode != 0 and f"{nodes[0]} is busy with run " in refused.stdout
+    assert all(training_containers(simcluster, node) for node in nodes), "a refused run removed a container"
+    second = run_train(simcluster, JAX_MULTI, tmp_path / "third", nodes, more_vars={"training_takeover": True})
     assert second.returncode == 0, second.stdout[-4000:]
     assert_no_training_container(simcluster, nodes)
 

@@ -130,3 +130,18 @@ def test_claim_fails_naming_the_socket_when_the_daemon_is_gone(tmp_path):
     answer = _runlock.claim("node1", str(tmp_path / "none.sock"), "r2", str(tmp_path / "c" / "r2"), "ctl",
                             take=True, takeover=False, stale_after_s=1800)
     assert not answer["check"]["ok"] and "none.sock" in answer["check"]["detail"]
+
+
+def test_the_port_holder_is_named_with_its_container(tmp_path):
+    from ansible_collections.clusterval.training.plugins.module_utils import _ports
+    proc = tmp_path / "proc"
+    (proc / "net").mkdir(parents=True)
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (proc / "net" / "tcp").write_text(header + "   0: 00000000:04D2 00000000:0000 0A 00000000:00000000 00:00000000 "
+                                      "00000000     0        0 777 1 0000000000000000 100 0 0 10 0\n")
+    (proc / "net" / "tcp6").write_text(header)
+    (proc / "42" / "fd").mkdir(parents=True)
+    os.symlink("socket:[777]", proc / "42" / "fd" / "3")
+    (proc / "42" / "comm").write_text("python3\n")
+    (proc / "42" / "cgroup").write_text("0::/cvsim-node1/%s\n" % ("ab" * 32))
+    assert _ports.port_holder(1234, str(proc)) == "pid 42 (python3) in container %s" % ("ab" * 6)
