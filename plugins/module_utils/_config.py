@@ -32,12 +32,43 @@ _FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)?$
 def load_config_text(text: str, source: str = "config") -> Dict[str, Any]:
     """Parses a training JSON; invalid JSON is reported with its line and column."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=KeyCheckedObject.from_pairs)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, "valid JSON",
                           "%s at line %d column %d" % (exc.msg, exc.lineno, exc.colno)) from None
+    refuse_duplicate_keys(data, "")
     validate_sections(data)
-    return data
+    return plain(data)
+
+
+class KeyCheckedObject(dict):
+    """A JSON object that remembers the keys it had twice (json keeps the last value silently)."""
+    duplicates: List[str] = []
+
+    @classmethod
+    def from_pairs(cls, pairs: List[Tuple[str, Any]]) -> "KeyCheckedObject":
+        obj = cls(pairs)
+        seen: set = set()
+        obj.duplicates = [key for key, dummy in pairs if key in seen or seen.add(key)]
+        return obj
+
+
+def refuse_duplicate_keys(value: Any, path: str) -> None:
+    if isinstance(value, KeyCheckedObject) and value.duplicates:
+        key = value.duplicates[0]
+        raise ConfigError(join_path(path, key) if path else key, "each key once in its object",
+                          "%s given twice (the last would silently win)" % show(key))
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        refuse_duplicate_keys(item, join_path(path, key) if path else str(key))
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 def load_config_file(path: str) -> Dict[str, Any]:

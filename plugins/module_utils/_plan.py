@@ -61,6 +61,14 @@ SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_D
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Far beyond any validation run (the suite's run tens to a few thousand steps).
+MAX_STEPS = 1000000
+# Environment names that hold a secret: refused in env_dict (hf_token_file is the way).
+SECRET_NAME = re.compile(r"(?i)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)")
+# The shapes of config.container_config, checked before anything else reads it.
+CONTAINER_CONFIG_SHAPES = {"env_dict": (dict, "an object of variable names to values"),
+                           "volume_dict": (dict, "an object of host paths to container paths"),
+                           "device_list": (list, "a list of devices")}
 SHM_SIZE = re.compile(r"^[0-9]+(?:\.[0-9]+)?[bkmgtpBKMGTP]?(?:[iI]?[bB])?$")
 DEVICE_PERMISSIONS = re.compile(r"^[rwm]{1,3}$")
 ENV_LIKE_KEY = re.compile(
@@ -187,7 +195,19 @@ def check_hosts(hosts: Sequence[Any]) -> List[Host]:
             raise ConfigError(join_path(path, "address"), "a host name or IP address", show(host.address))
         seen.add(host.name)
         checked.append(host)
+    refuse_shared_addresses(checked)
     return checked
+
+
+def refuse_shared_addresses(hosts: Sequence[Host]) -> None:
+    """Two inventory names for one machine would run two ranks there and blame healthy nodes."""
+    first: Dict[str, str] = {}
+    for index, host in enumerate(hosts):
+        other = first.setdefault(host.address, host.name)
+        if other != host.name:
+            raise ConfigError(join_path(join_path("hosts", index), "address"),
+                              "an address no other host has (%s already has %s)" % (other, host.address),
+                              "%s for %s" % (host.address, host.name))
 
 
 def config_name(config_path: str) -> str:
@@ -210,16 +230,29 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     config = data["config"]
     refuse_unset(config, selection)
     refuse_unsafe_strings(config, selection)
+    refuse_wrong_container_shapes(config)
     steps_path = join_path("config", STEPS_KEY[framework])
     if STEPS_KEY[framework] not in config:
         raise ConfigError(steps_path, "a step count", "missing")
     total = to_int(config[STEPS_KEY[framework]], steps_path, minimum=1)
+    if total > MAX_STEPS:
+        raise ConfigError(steps_path, "at most %d steps (a validation run is tens to thousands of steps; the "
+                          "run's deadline would end it first)" % MAX_STEPS, show(config[STEPS_KEY[framework]]))
     run_id = make_run_id(options)
     log_dir = absolute_path(config, "log_dir")
     ctx = Context(framework, selection, config, without_documentation(selection.params), options, total,
                   run_id, "%s/clusterval/%s" % (log_dir.rstrip("/"), run_id))
     warn_about_nnodes(ctx, len(hosts))
     return ctx
+
+
+def refuse_wrong_container_shapes(config: Mapping[str, Any]) -> None:
+    container = config.get("container_config", {})
+    if not isinstance(container, dict):
+        raise ConfigError("config.container_config", "an object", type_name(container))
+    for key, (kind, expected) in CONTAINER_CONFIG_SHAPES.items():
+        if key in container and not isinstance(container[key], kind):
+            raise ConfigError(join_path("config.container_config", key), expected, type_name(container[key]))
 
 
 def detect_framework(data: Mapping[str, Any], wanted: Optional[str]) -> str:
@@ -299,11 +332,7 @@ def warn_about_nnodes(ctx: Context, nhosts: int) -> None:
     value = ctx.config.get("nnodes")
     if value is None or is_unset(value):
         return
-    try:
-        declared = to_int(value, "config.nnodes")
-    except ConfigError:
-        ctx.warnings.append("config.nnodes: %s is not a number; the hosts give %d" % (show(value), nhosts))
-        return
+    declared = to_int(value, "config.nnodes", minimum=1)
     if declared != nhosts:
         ctx.warnings.append("config.nnodes says %d but the plan has %d hosts; the hosts win" % (declared, nhosts))
 
@@ -333,7 +362,7 @@ def coordinator_port(ctx: Context) -> int:
     if ctx.framework == MEGATRON:
         value = ctx.config.get("master_port", _megatron.DEFAULT_MASTER_PORT)
         return to_int(value, "config.master_port", minimum=1)
-    env = ctx.config.get("container_config", {}).get("env_dict", {}) or {}
+    env = container_config(ctx).get("env_dict") or {}
     path = "config.container_config.env_dict.JAX_COORDINATOR_PORT"
     value = env.get("JAX_COORDINATOR_PORT", ctx.config.get("coordinator_port", DEFAULT_JAX_PORT))
     port = to_int(value, path, minimum=1)
@@ -353,6 +382,17 @@ def check_parallelism(ctx: Context, nnodes: int) -> None:
     if (gpus * nnodes) % (tp * pp):
         raise ConfigError(path, "tensor_parallelism x pipeline_parallelism dividing the %d GPUs of the job"
                           % (gpus * nnodes), "%d x %d" % (tp, pp))
+    check_megatron_batch(ctx.params, path, gpus * nnodes // (tp * pp))
+
+
+def check_megatron_batch(params: Mapping[str, Any], path: str, data_parallel: int) -> None:
+    """Megatron-LM asserts global batch % (micro batch x data-parallel size) == 0 at start-up."""
+    micro = to_int(params.get("micro_batch_size"), join_path(path, "micro_batch_size"), minimum=1)
+    batch = to_int(params.get("batch_size"), join_path(path, "batch_size"), minimum=1)
+    if batch % (micro * data_parallel):
+        raise ConfigError(join_path(path, "batch_size"),
+                          "a multiple of micro_batch_size x data-parallel size = %d x %d = %d (Megatron-LM refuses "
+                          "other global batch sizes)" % (micro, data_parallel, micro * data_parallel), show(batch))
 
 
 def job_summary(job: Job) -> Dict[str, Any]:
@@ -429,13 +469,29 @@ def config_env(ctx: Context) -> Dict[str, str]:
 
 
 def env_dict(ctx: Context) -> Dict[str, str]:
-    container = ctx.config.get("container_config", {})
-    values = container.get("env_dict", {}) if isinstance(container, dict) else {}
+    values = container_config(ctx).get("env_dict", {})
     path = "config.container_config.env_dict"
     if not isinstance(values, dict):
         raise ConfigError(path, "an object of variable names to values", type_name(values))
+    refuse_secrets(values, path)
     return dict(checked_env(name, value, join_path(path, name)) for name, value in values.items()
                 if not is_documentation_key(name) and not is_unset(value))
+
+
+def container_config(ctx: Context) -> Dict[str, Any]:
+    container = ctx.config.get("container_config", {})
+    if not isinstance(container, dict):
+        raise ConfigError("config.container_config", "an object", type_name(container))
+    return container
+
+
+def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
+    """A token in the environment would be in the plan, plan.json, the output and docker inspect."""
+    for name in values:
+        if isinstance(name, str) and SECRET_NAME.search(name) and not is_unset(values[name]):
+            raise ConfigError(join_path(path, name), "no secret in env_dict: put the token in a file and set "
+                              "config.hf_token_file to its path (mounted read-only, never in the plan)",
+                              "a value (not shown)")
 
 
 def xla_flags(ctx: Context) -> str:
@@ -510,9 +566,7 @@ def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:
-    container = ctx.config.get("container_config", {})
-    if not isinstance(container, dict):
-        raise ConfigError("config.container_config", "an object", type_name(container))
+    container = container_config(ctx)
     name = to_str(ctx.config.get("container_name", ""), "config.container_name")
     if not CONTAINER_NAME.match(name):
         raise ConfigError("config.container_name", "a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+)",
@@ -569,13 +623,17 @@ def volumes(values: Any) -> List[str]:
                 or not source:
             raise ConfigError(item_path, "a host path mapped to an absolute container path (no ':')",
                               show(target))
+        if not source.startswith("/"):
+            raise ConfigError(item_path, "an absolute host path as the key (Docker would take a relative one "
+                              "for a named volume)", show(source))
         checked.append("%s:%s" % (source, target))
     return checked
 
 
 def output_mounts(ctx: Context, workdir: str) -> List[str]:
     """Host directories mounted under the framework's working directory: its outputs; they must exist."""
-    values = ctx.config.get("container_config", {}).get("volume_dict", {})
+    values = container_config(ctx).get("volume_dict", {})
+    values = values if isinstance(values, dict) else {}
     return [source for source, target in values.items()
             if isinstance(target, str) and target.startswith(workdir + "/") and source.startswith("/")]
 

@@ -44,8 +44,21 @@ def config(name):
 
 def plan(name, overrides=None, hosts=None, **options):
     options.setdefault("run_id", "r1")
-    return plan_run(config(name), HOSTS if hosts is None else hosts,
-                    PlanOptions(config_path="/c/" + name, overrides=overrides, **options))
+    hosts = HOSTS if hosts is None else hosts
+    if name == MEGATRON_DISTRIBUTED and options.get("model") and len(hosts) != 2:
+        overrides = fitting_batch(overrides, options["model"], options["gpu_arch"], len(hosts))
+    return plan_run(config(name), hosts, PlanOptions(config_path="/c/" + name, overrides=overrides, **options))
+
+
+MEGATRON_DISTRIBUTED = "megatron/mi3xx_megatron_llama_distributed.json"
+
+
+def fitting_batch(overrides, model, arch, nodes):
+    """A global batch Megatron-LM accepts on this many nodes (the seed's 128 fits 2 nodes of 8 GPUs)."""
+    merged = copy.deepcopy(overrides or {})
+    params = merged.setdefault("model_params", {}).setdefault("multi_node", {}).setdefault(model, {})
+    params.setdefault(arch, {}).update(micro_batch_size="1", batch_size=str(8 * nodes))
+    return merged
 
 
 @pytest.mark.parametrize("name, model, arch, unset", SEEDS)
@@ -335,3 +348,44 @@ def test_node_view_of_an_unknown_host_names_the_hosts_of_the_plan():
     broken = dict(compact, jobs=[])
     with pytest.raises(ConfigError, match="plan.nodes.n1.job: expected the name of a job"):
         node_view(broken, "n1")
+
+
+def test_megatron_global_batch_that_the_data_parallel_size_does_not_divide_is_refused():
+    three = [Host("n%d" % i, "10.0.0.%d" % i) for i in (1, 2, 3)]
+    with pytest.raises(ConfigError, match=r"batch_size: expected a multiple of micro_batch_size x data-parallel size "
+                                          r"= 2 x 24 = 48 .*found 128"):
+        plan_run(config(MEGATRON_DISTRIBUTED), three,
+                 PlanOptions(config_path="/c/m.json", run_id="r1", model="llama3_1_8b", gpu_arch="mi300x",
+                             iterations=10, overrides=NETWORK))
+
+
+def test_two_host_names_with_one_address_are_refused():
+    with pytest.raises(ConfigError, match=r"hosts\[1\]\.address: expected an address no other host has "
+                                          r"\(n1 already has 10\.0\.0\.1\)"):
+        plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK, hosts=[Host("n1", "10.0.0.1"), Host("n2", "10.0.0.1")])
+
+
+@pytest.mark.parametrize("container_config,message", [
+    (["x"], r"config\.container_config: expected an object, found a list"),
+    ({"env_dict": "x"}, r"config\.container_config\.env_dict: expected an object of variable names to values"),
+    ({"volume_dict": ["/a"]}, r"config\.container_config\.volume_dict: expected an object of host paths"),
+    ({"env_dict": {"HF_TOKEN": "hf_secret"}}, r"env_dict\.HF_TOKEN: expected no secret in env_dict: .*hf_token_file"),
+    ({"volume_dict": {"data": "/data"}}, r"volume_dict\.data: expected an absolute host path as the key"),
+])
+def test_container_config_of_the_wrong_shape_or_with_a_secret_is_refused_by_path(container_config, message):
+    raw = config("jax/mi300x_distributed_llama3_1_70b.json")
+    raw["config"]["container_config"] = container_config
+    with pytest.raises(ConfigError, match=message) as err:
+        plan_run(raw, HOSTS, PlanOptions(config_path="/c/j.json", run_id="r1", overrides=NETWORK))
+    assert "hf_secret" not in str(err.value)
+
+
+def test_absurd_step_counts_are_refused():
+    with pytest.raises(ConfigError, match=r"config\.training_steps: expected at most 1000000 steps"):
+        plan("jax/mi300x_distributed_llama3_1_70b.json", NETWORK, iterations=10 ** 23)
+
+
+def test_duplicate_json_keys_are_refused_naming_the_path():
+    from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_text
+    with pytest.raises(ConfigError, match=r"config\.container_config\.env_dict\.A: expected each key once"):
+        load_config_text('{"config": {"container_config": {"env_dict": {"A": "1", "A": "2"}}}, "model_params": {}}')
