@@ -11,9 +11,11 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import n
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 BIN = os.path.dirname(sys.executable)
 CONFIG = "configs/megatron/mi3xx_megatron_llama_distributed.json"
+# The seed's global batch 128 fits 2 nodes; on 3 (24 GPUs, micro batch 2) Megatron-LM needs a multiple of 48.
 OVERRIDES = {"training_overrides": {"config": {
     "nic_type": "thor2", "nccl_ib_hca_list": "bnxt_re0,bnxt_re1", "nccl_socket_ifname": "ens1",
-    "gloo_socket_ifname": "ens1", "nccl_ib_gid_index": "3"}}}
+    "gloo_socket_ifname": "ens1", "nccl_ib_gid_index": "3"},
+    "model_params": {"multi_node": {"llama3_1_8b": {"mi300x": {"batch_size": "96"}}}}}}
 INVENTORY = """all:
   vars:
     ansible_connection: local
