@@ -33,14 +33,16 @@ ARGUMENT_SPEC = {
     "warmup_steps": {"type": "int"},
     "gpus_per_node": {"type": "int", "default": 8},
     "compact": {"type": "bool", "default": True},
+    "runs_dir": {"type": "path"},
 }
 
 
-def plan_result(plan):
-    """The task result for a plan: `plan` and the fact `training_plan` (one dict, serialised twice)."""
+def plan_result(plan, runs_dir=None):
+    """The task result for a plan: `plan`, the controller's `run_dir` and the fact `training_plan`."""
     return {
         "changed": False,
         "plan": plan,
+        "run_dir": os.path.join(os.path.abspath(runs_dir or os.path.join(os.getcwd(), "runs")), plan["run_id"]),
         "ansible_facts": {"training_plan": plan},
         "msg": "planned %s on %d host(s) in %d job(s), %s form" % (
             plan["framework"], len(plan["nodes"]), len(plan["jobs"]), plan["form"]),
@@ -77,7 +79,7 @@ class ActionModule(ActionBase):
             return result
         for warning in plan["warnings"]:
             self._display.warning(warning)
-        result.update(plan_result(plan))
+        result.update(plan_result(plan, args["runs_dir"]))
         return result
 
     def _config_path(self, path):

@@ -101,6 +101,12 @@ options:
         both forms. V(false) returns the full form, easier to read for a handful of hosts.
     type: bool
     default: true
+  runs_dir:
+    description:
+      - The controller directory that holds the runs; RV(run_dir) is C(<runs_dir>/<run id>).
+      - Defaults to C(runs) under the directory C(ansible-playbook) (or ansible-runner) runs from, never inside
+        the collection.
+    type: path
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -156,6 +162,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+run_dir:
+  description: The run's directory on the controller, C(<runs_dir>/<run id>), for plan.json, the logs and the reports.
+  returned: success
+  type: str
+  sample: /home/alice/validation/runs/20261121T101500Z-mi300x_distributed_llama3_1_70b
 plan:
   description:
     - The plan; its schema is documented in docs/architecture.md.
@@ -172,7 +183,7 @@ plan:
     run_id: 20261121T101500Z-mi300x_distributed_llama3_1_70b
     mode: multi_node
     model: llama3.1-70b
-    trains_model: llama3.1-405b
+    trains_model: llama3.1-70b
     gpu_arch: mi300x
     final_step: 29
     total_steps: 30

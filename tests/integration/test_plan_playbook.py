@@ -20,10 +20,12 @@ INVENTORY = """all:
   vars:
     ansible_connection: local
     ansible_python_interpreter: "{{ ansible_playbook_python }}"
-  hosts:
-    n1: {ansible_host: 10.9.0.1}
-    n2: {ansible_host: 10.9.0.2}
-    n3: {ansible_host: 10.9.0.3}
+  children:
+    training_nodes:
+      hosts:
+        n1: {ansible_host: 10.9.0.1}
+        n2: {ansible_host: 10.9.0.2}
+        n3: {ansible_host: 10.9.0.3}
 """
 
 
@@ -37,14 +39,15 @@ def ansible_env(tmp_path_factory):
     cfg.write_text("".join(lines).replace("collections_path = .collections",
                                           "collections_path = %s/.collections" % REPO))
     (tmp / "hosts.yml").write_text(INVENTORY)
+    # Facts are not injected as variables (a future ansible-core's default): nothing may rely on it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_LOCAL_TEMP=str(tmp / "ltmp"), ANSIBLE_FORCE_COLOR="0")
+               ANSIBLE_LOCAL_TEMP=str(tmp / "ltmp"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_INJECT_FACT_VARS="False")
     return env, str(tmp / "hosts.yml")
 
 
-def run_plan(ansible_env, *extra):
+def run_plan(ansible_env, *extra, playbook="playbooks/plan.yml"):
     env, inventory = ansible_env
-    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/plan.yml",
+    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook,
             "-e", "training_config=" + CONFIG, "-e", "training_model=llama3_1_8b",
             "-e", "training_gpu_arch=mi300x", *extra]
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -75,10 +78,21 @@ def test_plan_playbook_prints_every_node(ansible_env, check):
         assert msg["env"]["TOTAL_ITERS"] == "10"
 
 
+def test_plan_yml_plans_exactly_what_train_yml_runs(ansible_env):
+    extra = ["-e", "training_iterations=10", "-e", "training_run_id=r-same", "-e", "training_framework=megatron",
+             "-e", json.dumps(dict(OVERRIDES, training_overrides_extra={"config": {"master_port": "23456"}}))]
+    planned = run_plan(ansible_env, *extra)
+    trained = run_plan(ansible_env, *extra, "--check", playbook="playbooks/train.yml")
+    plan = task_results(planned.stdout, "Plan the run")["n1"]["plan"]
+    train_plan = task_results(trained.stdout, "Plan the run")["n1"]["plan"]
+    assert plan == train_plan
+    assert sorted(plan["nodes"]) == ["n1", "n2", "n3"] and plan["jobs"][0]["coordinator_port"] == 23456
+
+
 def test_plan_playbook_refuses_changeme_without_traceback(ansible_env):
     proc = run_plan(ansible_env)
     assert proc.returncode != 0
-    result = task_results(proc.stdout, "Compute the plan for all hosts")["n1"]
+    result = task_results(proc.stdout, "Plan the run")["n1"]
     assert result["failed"] is True
     paths = [problem["path"] for problem in result["problems"]]
     assert paths == ["config.training_iterations", "config.nic_type", "config.nccl_ib_hca_list",
@@ -121,8 +135,8 @@ NODE_VIEW_PLAYBOOK = """
     - name: Node view
       ansible.builtin.debug:
         msg:
-          form: "{{ training_plan.form }}"
-          node: "{{ training_plan | clusterval.training.node_view(inventory_hostname) }}"
+          form: "{{ ansible_facts.training_plan.form }}"
+          node: "{{ ansible_facts.training_plan | clusterval.training.node_view(inventory_hostname) }}"
           own_part: "{{ planned.plan.nodes[inventory_hostname] }}"
 """
 
