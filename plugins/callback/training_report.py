@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: training_report
 type: aggregate
-short_description: Live training progress, the verdict, and report files (JSON, JUnit, HTML)
+short_description: Live training progress, the verdict, and where the reports are
 version_added: 0.1.0
 description:
   - While M(clusterval.training.training_watch) polls, prints one progress line for the whole cluster per
@@ -14,12 +14,13 @@ description:
     done and failed counts, and the slowest nodes that fit. Each node failure the watch reports is
     printed once (the first five). Watch results of the older per-node shape get a line per node up to
     8 nodes, and the same cluster line above.
-  - When M(clusterval.training.training_assert) returns, writes C(results.json) (schema in
-    C(docs/results.md)), C(junit.xml) and a self-contained C(report.html) into the C(run_dir) of its
-    result, and prints the verdict at once - the headline, the culprit and its cause line, failed checks
-    grouped by check and metric with compact node lists (C(node[001-040,077])), then one line per check
-    that passes on every node. The C(VERDICT) line and the report paths are repeated at the end of the
-    playbook.
+  - When M(clusterval.training.training_assert) returns, prints the verdict at once - the headline, the
+    culprit and its cause line, failed checks grouped by check and metric with compact node lists
+    (C(node[001-040,077])), then one line per check that passes on every node. At the end of the playbook,
+    the C(VERDICT) line (as M(clusterval.training.training_results) last wrote it, teardown included) and the
+    paths of the reports.
+  - The reports themselves (C(results.json), schema in C(docs/results.md), C(junit.xml), C(report.html)) are
+    written by M(clusterval.training.training_results) in the C(results) role, with or without this callback.
   - Observes only, because a callback cannot fail a play; M(clusterval.training.training_assert) does.
     The metrics reach ansible-runner and AWX through the run-level C(ansible_stats) that
     M(clusterval.training.training_assert) returns.
@@ -64,12 +65,13 @@ from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.clusterval.training.plugins.module_utils._console import (
     cluster_line, failure_line, is_cluster_progress, node_line, nodes_summary, verdict_lines)
-from ansible_collections.clusterval.training.plugins.module_utils._report import results_document, write_reports
+from ansible_collections.clusterval.training.plugins.module_utils._report import results_document
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
 from ansible_collections.clusterval.training.plugins.module_utils._stopping import final_verdict, interrupt_line
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
+RESULTS = "training_results"
 PLAN = "training_plan"
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 # Older per-node watch results: up to this many nodes, a line per node per poll; above, one for the cluster.
@@ -127,11 +129,11 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.verdict: Optional[Dict[str, Any]] = None
+        self.written: Optional[Dict[str, Any]] = None  # training_results' last result
         self.report_paths: Dict[str, str] = {}
         self.latest: Dict[str, Dict[str, Any]] = {}
         self.printed_at = float("-inf")
         self.failures_seen: Set[str] = set()
-        self.training_seconds: Optional[float] = None
         self.run_id: Optional[str] = None
         self.lease_timeout: Optional[object] = None
         self.teardown_failures: Dict[str, str] = {}
@@ -174,9 +176,6 @@ class CallbackModule(CallbackBase):
             self.show_progress(host_name(result), result_data(result))
 
     def show_progress(self, host: str, data: Dict[str, Any]) -> None:
-        elapsed = (data.get("progress") or {}).get("elapsed_s")
-        if isinstance(elapsed, (int, float)) and not isinstance(elapsed, bool):
-            self.training_seconds = max(self.training_seconds or 0.0, float(elapsed))
         if is_cluster_progress(data):
             self.show_cluster_progress(data)
         else:
@@ -223,9 +222,11 @@ class CallbackModule(CallbackBase):
             self.show_progress(host_name(result), data)
         elif action.endswith(ASSERT) and "checks" in data:
             self.verdict = data
-            document = self.write_files(data)
             self._display.banner("TRAINING VERDICT")
-            self._display.display("\n".join(verdict_lines(document, self.get_option("width"))))
+            self._display.display("\n".join(verdict_lines(report_document(data), self.get_option("width"))))
+        elif action.endswith(RESULTS) and "paths" in data:
+            self.written = data
+            self.report_paths = dict(data["paths"])
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         try:
@@ -247,23 +248,17 @@ class CallbackModule(CallbackBase):
             else:
                 self.teardown_failures.pop(host, None)
 
-    def write_files(self, data: Dict[str, Any]) -> Dict[str, Any]:
-        run_dir = data.get("run_dir") or os.path.join(
-            "runs", data.get("run_id") or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
-        document = report_document(dict(data, run_dir=run_dir))
-        try:
-            self.report_paths = write_reports(run_dir, document, self.training_seconds)
-        except OSError as exc:
-            self._display.warning("training_report: cannot write the report files into %s: %s" % (run_dir, exc))
-        return document
-
     def v2_playbook_on_stats(self, stats: Any) -> None:
-        if self.verdict is None and not self.teardown_failures:
+        if self.verdict is None and self.written is None and not self.teardown_failures:
             return
-        verdict = self.verdict or {"verdict": "FAIL", "headline": "FAIL: stopped before the verdict"}
-        simulated = " (SIMULATED)" if verdict.get("simulated") else ""
-        text = final_verdict(headline(verdict), failed_hosts(stats), self.teardown_failures)
+        if self.written is not None:  # training_results' headline has the teardown already
+            text = final_verdict(headline(self.written), failed_hosts(stats), {})
+            simulated = self.written.get("simulated")
+        else:
+            verdict = self.verdict or {"verdict": "FAIL", "headline": "FAIL: stopped before the verdict"}
+            text = final_verdict(headline(verdict), failed_hosts(stats), self.teardown_failures)
+            simulated = verdict.get("simulated")
         self._display.banner("TRAINING REPORT")
-        self._display.display("VERDICT: %s%s" % (text, simulated))
+        self._display.display("VERDICT: %s%s" % (text, " (SIMULATED)" if simulated else ""))
         for name, path in sorted(self.report_paths.items()):
             self._display.display("%s: %s" % (name, path))
