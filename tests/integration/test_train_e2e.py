@@ -120,7 +120,7 @@ def test_single_node_config_on_two_hosts_runs_two_jobs(simcluster, nodes, tmp_pa
 
 
 @pytest.mark.parametrize("knobs, cause", [
-    ({"CRASH_AT_STEP": "5", "CRASH_RANK": "1"}, "crash"),
+    ({"CRASH_AT_STEP": "5", "CRASH_RANK": "1"}, "xlaruntimeerror"),  # the cause: the traceback's exception
     ({"HANG_AT_STEP": "4", "HANG_RANK": "1"}, "hang"),
     ({"NAN_AT_STEP": "4"}, "nan"),
 ], ids=["crash", "hang", "nan"])
