@@ -57,7 +57,7 @@ import datetime
 import os
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 from ansible import context
 

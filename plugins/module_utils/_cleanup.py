@@ -37,8 +37,8 @@ def remove_container(socket_path: str, container_id: str, timeout: float = DOCKE
     """Kill and remove a container (docker rm -f); gone already is fine."""
     status, body = docker_delete(socket_path, "/containers/%s?force=1" % quote(container_id, safe=""), timeout)
     if status not in (204, 404):
-        raise ValueError("answered HTTP %d removing %s: %s" % (status, container_id[:12],
-                                                                body.decode("utf-8", "replace").strip()[:200]))
+        detail = body.decode("utf-8", "replace").strip()[:200]
+        raise ValueError("answered HTTP %d removing %s: %s" % (status, container_id[:12], detail))
 
 
 def socket_of(docker_host: str) -> str:

@@ -74,10 +74,10 @@ def check_model(model: str, params: Mapping[str, Any], path: str) -> ModelCheck:
     if contradicting:
         other = model_with_maxtext_dims(params)
         values = ", ".join("%s=%s" % item for item in sorted(contradicting.items()))
-        warnings.append("%s: %s contradict%s MaxText's %s model file%s; MaxText's model file wins: this run "
-                        "trains %s (model_name: %s)" % (path, values, "" if len(contradicting) > 1 else "s", name,
-                                                         " (they are %s's)" % other if other and other != name else "",
-                                                         name, name))
+        verb = "contradict" if len(contradicting) > 1 else "contradicts"
+        whose = " (they are %s's)" % other if other and other != name else ""
+        warnings.append("%s: %s %s MaxText's %s model file%s; MaxText's model file wins: this run "
+                        "trains %s (model_name: %s)" % (path, values, verb, name, whose, name, name))
     return ModelCheck(name, name, warnings)
 
 

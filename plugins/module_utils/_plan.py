@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -317,7 +318,8 @@ def make_run_id(options: PlanOptions) -> str:
         return options.run_id
     now = options.now or datetime.datetime.now(datetime.timezone.utc)
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", config_name(options.config_path))
-    return "%s-%s" % (now.strftime("%Y%m%dT%H%M%SZ"), name)
+    # Two runs started in the same second never share an id (nor run dirs, watch state, reports).
+    return "%s-%s-%s" % (now.strftime("%Y%m%dT%H%M%SZ"), secrets.token_hex(3), name)
 
 
 def absolute_path(config: Mapping[str, Any], key: str) -> str:

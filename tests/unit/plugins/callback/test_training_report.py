@@ -4,8 +4,6 @@
 before its collection finder was installed; the integration tests load the callback for real.)"""
 from __future__ import annotations
 
-import json
-import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 
 import pytest

@@ -1,5 +1,6 @@
 import copy
 import datetime
+import re
 import json
 import os
 
@@ -174,8 +175,10 @@ def test_the_container_runs_the_launch_script_and_the_token_stays_out_of_its_spe
 
 def test_default_run_id_uses_utc_time_and_config_name():
     options = PlanOptions(config_path="/c/x.json", now=datetime.datetime(2026, 11, 21, 10, 15, 0))
-    result = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)
-    assert result["run_id"] == "20261121T101500Z-x"
+    first = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)
+    second = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)
+    assert re.fullmatch(r"20261121T101500Z-[0-9a-f]{6}-x", first["run_id"])
+    assert first["run_id"] != second["run_id"], "two runs in the same second share an id"
 
 
 def test_golden_maxtext_and_megatron_renderings():

@@ -11,8 +11,8 @@ from ansible_collections.clusterval.training.plugins.modules import training_log
 
 
 @pytest.mark.parametrize("make, kind", [
-    (lambda p: os.mkfifo(p), "a FIFO"),
-    (lambda p: os.mkdir(p), "a directory"),
+    (os.mkfifo, "a FIFO"),
+    (os.mkdir, "a directory"),
 ], ids=["fifo", "directory"])
 def test_a_log_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, make, kind):
     path = str(tmp_path / "training.log")
