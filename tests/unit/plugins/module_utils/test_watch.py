@@ -350,7 +350,7 @@ def test_state_round_trips_through_its_file_without_leftovers(tmp_path):
     assert loaded["polls"] == 5 and loaded["started_at"] == T0
     assert math.isinf(loaded["steps"][0]["loss"])
     assert {k: v for k, v in loaded.items() if k != "steps"} == {k: v for k, v in state.items() if k != "steps"}
-    assert os.listdir(tmp_path / "watch") == ["n1.json"]
+    assert os.listdir(tmp_path) == ["n1.json"]
 
 
 def test_read_json_of_a_missing_file_is_none(tmp_path):
