@@ -24,7 +24,8 @@ def supervisor(plan, host, settings):
     except (KeyError, TypeError, ValueError, OSError) as exc:
         raise AnsibleFilterError("supervisor: %s: %s" % (host, exc)) from None
     status = config["status_dir"]
-    return {"files": files, "command": _launch.supervised_command(node["run_dir"]), "status_dir": status,
+    directories = sorted({os.path.dirname(f["path"]) for f in files})
+    return {"files": files, "directories": directories, "command": _launch.supervised_command(node["run_dir"]), "status_dir": status,
             "volume": "%s:%s" % (status, status), "config": config}
 
 

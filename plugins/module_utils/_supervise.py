@@ -76,16 +76,18 @@ class Lease:
         self.seen: Dict[str, Optional[str]] = {p: read_small(p) for p in paths}
         self.renewed_at = now
 
-    def look(self, now: float) -> Dict[str, Any]:
-        """The newest lease content as a dict (``go``, ``stop``), renewing when anything changed."""
-        newest: Dict[str, Any] = {}
+    def look(self, now: float) -> Dict[str, bool]:
+        """``go`` and ``stop`` as any lease file says them, renewing when any content changed."""
+        said = {"go": False, "stop": False}
         for path in self.paths:
             text = read_small(path)
             if text is not None and text != self.seen.get(path):
                 self.seen[path] = text
                 self.renewed_at = now
-            newest.update(parse_lease(self.seen.get(path)))
-        return newest
+            content = parse_lease(self.seen.get(path))
+            for key in said:
+                said[key] = said[key] or bool(content.get(key))
+        return said
 
     def expired(self, now: float) -> bool:
         return now - self.renewed_at > self.timeout

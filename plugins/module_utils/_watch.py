@@ -707,7 +707,8 @@ def cluster_progress(states: Mapping[str, State], final_step: int, started_at: f
         "rate_metric": metric,
         "eta_s": max(etas) if etas else None,
         "elapsed_s": round(now - started_at, 1),
-        "slowest": [{"host": s["host"], "step": s["last_step"]} for s in ranked[:slowest_max] if not s["done"]],
+        "slowest": [{"host": s["host"], "step": s["last_step"]} for s in ranked[:slowest_max]
+                    if not s["done"] and steps and (s["last_step"] is None or s["last_step"] < max(steps))],
     }
 
 
