@@ -571,20 +571,18 @@ def fold_stream(state: State, read: Mapping[str, Any], now: float) -> None:
         state["last_record_at"] = now
     state["stream_offset"] = read.get("offset", state["stream_offset"])
     state["polls"] += 1
-    if state["final_reached_at"] is None and state["completed"]:
-        state["final_reached_at"] = now
 
 
 def decide_cluster_node(state: State, node: Mapping[str, Any], final_step: int, limits: Limits,
                         cluster: ClusterLimits, printer: Optional[Mapping[str, Any]], now: float) -> Decision:
     """Whether one node is done, from its supervisor's records: every rank's end is required."""
     prints_steps = bool(node.get("prints_steps", True))
-    if state["final_reached_at"] is None and state["last_step"] is not None and state["last_step"] >= final_step:
-        state["final_reached_at"] = now
+    if state["final_reached_at"] is None:
+        state["final_reached_at"] = final_reached_at(state, final_step)
     return (failure_in_log(state)
             or supervisor_stop(state)
             or ended(state, final_step, prints_steps)
-            or not_exiting(state, prints_steps, printer, cluster, now)
+            or not_exiting(state, final_step, prints_steps, printer, cluster, now)
             or deadline_passed(state, final_step, limits, now)
             or hang(state, limits, prints_steps, now)
             or stale(state, cluster, now)
@@ -614,13 +612,21 @@ def ended(state: State, final_step: int, prints_steps: bool) -> Optional[Decisio
     return exit_decision(state, final_step, prints_steps)
 
 
-def not_exiting(state: State, prints_steps: bool, printer: Optional[Mapping[str, Any]], cluster: ClusterLimits,
-                now: float) -> Optional[Decision]:
-    """A rank whose job is over (its final step printed, or its printing node completed) must also exit."""
+def final_reached_at(state: Mapping[str, Any], final_step: int) -> Optional[float]:
+    """When the node printed its final step (the poll that saw it), else None."""
+    if state.get("final_reached_at") is not None:
+        return state["final_reached_at"]
+    reached = state["completed"] or (state["last_step"] is not None and state["last_step"] >= final_step)
+    return state["last_progress_at"] if reached else None
+
+
+def not_exiting(state: State, final_step: int, prints_steps: bool, printer: Optional[Mapping[str, Any]],
+                cluster: ClusterLimits, now: float) -> Optional[Decision]:
+    """A rank whose job is over (its final step printed, or its printing node's) must also exit."""
     if prints_steps:
         over_since = state["final_reached_at"]
     else:
-        over_since = printer.get("final_reached_at") if printer else None
+        over_since = final_reached_at(printer, final_step) if printer else None
     if over_since is None or now - over_since <= cluster.exit_grace:
         return None
     why = "after its final step" if prints_steps else f"after the job's printing node {printer.get('host')} completed"
