@@ -13,8 +13,14 @@ from typing import Any, Dict, List, Mapping, Sequence
 HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
 
 
-def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path: str) -> str:
-    """Runs the framework's lines in its working directory, then records their exit status in exit_path."""
+def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path: str,
+                  prelude: Sequence[str] = ()) -> str:
+    """Runs the framework's lines in its working directory, then records their exit status in exit_path.
+
+    ``prelude``: POSIX sh lines run first, such as ``_rdma.prelude_lines(node["launch"]["rdma"])`` (contract 4:
+    they print one ``[clusterval] RDMA ...`` line and exit non-zero on failure, which ends the script with
+    that status recorded).
+    """
     lines = [
         "#!/bin/sh",
         "# clusterval.training launch script for run %s" % run_id,
@@ -22,11 +28,19 @@ def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path
         'finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }',
         'rm -f "$exit_file"',
         "if [ -r %s ]; then HF_TOKEN=$(cat %s) && export HF_TOKEN; fi" % (HF_TOKEN_MOUNT, HF_TOKEN_MOUNT),
+        *prelude_block(prelude),
         "cd %s || finish 126" % shlex.quote(workdir),
         *run_lines,
         "finish $?",
     ]
     return "\n".join(lines) + "\n"
+
+
+def prelude_block(prelude: Sequence[str]) -> list:
+    """The prelude inline (its exports reach the framework); ``finish`` is defined, so its lines may end with
+    ``|| finish 1`` to record the status, and a plain ``exit`` still ends the container with that status,
+    which the supervisor records."""
+    return list(prelude)
 
 
 # -- the node-side supervisor (plugins/module_utils/_supervise.py) --------------------------------
