@@ -129,12 +129,12 @@ def one_run(info: dict, inventory: str, hosts: list[str], mode: str, forks: int)
             "peak_rss_mb": round(peak / 2**20, 1)}
 
 
-def count_events(inventory: str, hosts: list[str], mode: str) -> int:
-    """Job events of one run under ansible-runner (as AWX gets them)."""
+def count_events(inventory: str, hosts: list[str], mode: str) -> str:
+    """Job events of one run under ansible-runner (as AWX gets them): all of them / the watch task's."""
     import ansible_runner  # only needed here
 
     run_dir = Path(tempfile.mkdtemp(prefix="scale-bench-runner-"))
-    extra = json.loads(train_argv(inventory, hosts, run_dir / "run", mode, 64)[6])
+    extra = json.loads(next(a for a in train_argv(inventory, hosts, run_dir / "run", mode, 64) if a.startswith("{")))
     extra["training_config"] = CONFIG
     os.environ["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
     runner = ansible_runner.run(private_data_dir=str(run_dir), playbook=str(REPO / "playbooks" / "train.yml"),
@@ -142,7 +142,10 @@ def count_events(inventory: str, hosts: list[str], mode: str) -> int:
                                 project_dir=str(REPO))
     if runner.rc != 0:
         raise SystemExit(f"runner {mode} on {len(hosts)} nodes: rc {runner.rc}")
-    return sum(1 for dummy in runner.events)
+    events = list(runner.events)
+    watch = [e for e in events if "follow" in str((e.get("event_data") or {}).get("task", "")).lower()
+             and e.get("event", "").startswith("runner_")]
+    return f"{len(events)}/{len(watch)}"
 
 
 def main() -> None:
