@@ -9,7 +9,8 @@ For each watch mode (``cluster``: node-side supervisors and one task per poll; `
 - the spread of rank start times (each node's ``launch.sh`` process start, from the local /proc: the
   simulated nodes share this machine's PID namespace);
 - the controller's peak RSS (the largest process of the tree);
-- with ``--events``, the number of job events under ansible-runner.
+- with ``--events``, the job events of one run under ansible-runner: all of them / the watch task's /
+  the watch's polls (its attempts, the most of any host).
 
 Needs a simulated cluster with at least the largest node count (scripts/simcluster up --nodes 16).
 
@@ -143,9 +144,12 @@ def count_events(inventory: str, hosts: list[str], mode: str) -> str:
     if runner.rc != 0:
         raise SystemExit(f"runner {mode} on {len(hosts)} nodes: rc {runner.rc}")
     events = list(runner.events)
-    watch = [e for e in events if "follow" in str((e.get("event_data") or {}).get("task", "")).lower()
-             and e.get("event", "").startswith("runner_")]
-    return f"{len(events)}/{len(watch)}"
+    watch = [e for e in events if "follow the whole cluster" in str((e.get("event_data") or {}).get("task", "")).lower()
+             or "follow the training on every node" in str((e.get("event_data") or {}).get("task", "")).lower()]
+    watch = [e for e in watch if e.get("event", "").startswith("runner_")]
+    polls = max((((e.get("event_data") or {}).get("res") or {}).get("attempts", 1) for e in watch
+                 if e["event"] in ("runner_on_ok", "runner_on_failed")), default=0)
+    return f"{len(events)}/{len(watch)}/{polls}"
 
 
 def main() -> None:
