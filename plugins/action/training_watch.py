@@ -144,13 +144,12 @@ class ClusterRun:
                                             float(args["settle"]))
         self.directory = _watch.watch_dir(args["run_dir"], str(plan.get("run_id") or "run"))
         key = (self.directory, args["status_dir"])
-        if key not in CLUSTER_STATES:
-            started = args["started_at"] or time.time()
-            CLUSTER_STATES[key] = {"started_at": started, "renewal": 0, "saved": False,
-                                   "states": {}, "nodes": {}}
-            self.memory = CLUSTER_STATES[key]
+        fresh = key not in CLUSTER_STATES
+        started = args["started_at"] or time.time()
+        self.memory = CLUSTER_STATES.setdefault(key, {"started_at": started, "renewal": 0, "saved": False,
+                                                      "states": {}, "nodes": {}})
+        if fresh:
             self.memory["states"] = {h: self.new_node_state(h, started) for h in self.hosts}
-        self.memory = CLUSTER_STATES[key]
         self.states: dict[str, dict[str, Any]] = self.memory["states"]
 
     @classmethod

@@ -49,6 +49,8 @@ SUPERVISOR_DIR = "supervisor"
 STATUS_ROOT = ".clusterval-status"
 PACKAGE = "ansible_collections.clusterval.training.plugins.module_utils"
 PACKAGE_PATH = PACKAGE.replace(".", "/")
+IMPORT_RE = re.compile(r"^\s*from ansible_collections\.clusterval\.training\.plugins\.module_utils\.(\w+) import",
+                       re.MULTILINE)
 BOOTSTRAP = (
     "import os, sys\n"
     "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
@@ -84,9 +86,6 @@ def module_closure(module_utils_dir: str, start: str = "_supervise") -> Dict[str
         pending.extend(IMPORT_RE.findall(found[name]))
     return found
 
-
-IMPORT_RE = re.compile(r"^\s*from ansible_collections\.clusterval\.training\.plugins\.module_utils\.(\w+) import",
-                       re.MULTILINE)
 
 
 def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any]) -> List[Dict[str, str]]:
