@@ -153,7 +153,7 @@ def count_events(inventory: str, hosts: list[str], mode: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--inventory", default=None)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 8])
     parser.add_argument("--forks", type=int, nargs="+", default=[64])

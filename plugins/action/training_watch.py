@@ -221,4 +221,3 @@ class ClusterRun:
             self.memory["saved"] = True
         _watch.save_progress(self.directory, answer)
         return answer
-

@@ -87,7 +87,6 @@ def module_closure(module_utils_dir: str, start: str = "_supervise") -> Dict[str
     return found
 
 
-
 def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any]) -> List[Dict[str, str]]:
     """The files the supervisor needs in the node run dir: its module_utils closure, a bootstrap, its config."""
     base = "%s/%s" % (node_run_dir, SUPERVISOR_DIR)
