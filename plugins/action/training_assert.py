@@ -7,7 +7,8 @@ from typing import Any, Dict
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils._metrics import evaluate, small_metrics
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
+from ansible_collections.clusterval.training.plugins.module_utils._verdict import verdict
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -16,6 +17,7 @@ ARGUMENT_SPEC = dict(
     straggler_pct=dict(type="float", default=10.0),
     warmup_steps=dict(type="int"),
     fail_on_verdict=dict(type="bool", default=True),
+    require_thresholds=dict(type="bool", default=False),
 )
 
 
@@ -42,7 +44,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="; ".join(problems))
             return result
         plan, nodes = args["plan"], args["nodes"]
-        outcome = evaluate(plan, nodes, args["straggler_pct"], args["warmup_steps"])
+        outcome = verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"], args["require_thresholds"])
         info = run_info(plan)
         result.update(outcome)
         result.update(info)
@@ -52,7 +54,7 @@ class ActionModule(ActionBase):
                                    "per_host": False, "aggregate": False}
         if outcome["verdict"] == "FAIL" and args["fail_on_verdict"]:
             result["failed"] = True
-            result["msg"] = "\n".join(outcome["failures"])
+            result["msg"] = "\n".join([outcome["headline"]] * bool(outcome["headline"]) + outcome["failures"])
         else:
             result["msg"] = "verdict %s: %d checks, %d failed" % (
                 outcome["verdict"], len(outcome["checks"]), len(outcome["failures"]))

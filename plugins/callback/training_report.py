@@ -54,8 +54,11 @@ options:
 
 import datetime
 import os
+import signal
 import time
-from typing import Any, Dict, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from ansible import context
 
 from ansible.plugins.callback import CallbackBase
 
@@ -63,9 +66,12 @@ from ansible_collections.clusterval.training.plugins.module_utils._console impor
     cluster_line, failure_line, is_cluster_progress, node_line, nodes_summary, verdict_lines)
 from ansible_collections.clusterval.training.plugins.module_utils._report import results_document, write_reports
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
+from ansible_collections.clusterval.training.plugins.module_utils._stopping import final_verdict, interrupt_line
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
+PLAN = "training_plan"
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 # Older per-node watch results: up to this many nodes, a line per node per poll; above, one for the cluster.
 PER_NODE_LINES_MAX = 8
 SUMMARY_INTERVAL_S = 10.0
@@ -90,6 +96,22 @@ def host_name(result: Any) -> str:
     return host.get_name() if host is not None else "?"
 
 
+def failed_hosts(stats: Any) -> List[str]:
+    """Hosts with a failed or unreachable task not rescued: the playbook's rc is non-zero with any."""
+    if stats is None:
+        return []
+    hosts = set(getattr(stats, "processed", {}) or {})
+    return sorted(host for host in hosts
+                  if stats.summarize(host).get("failures") or stats.summarize(host).get("unreachable"))
+
+
+def inventories() -> List[str]:
+    try:
+        return [str(path) for path in (context.CLIARGS.get("inventory") or [])]
+    except AttributeError:
+        return []
+
+
 def report_document(data: Dict[str, Any]) -> Dict[str, Any]:
     """The results document (docs/results.md): training_assert's outcome and run info, stamped now."""
     generated_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -110,6 +132,40 @@ class CallbackModule(CallbackBase):
         self.printed_at = float("-inf")
         self.failures_seen: Set[str] = set()
         self.training_seconds: Optional[float] = None
+        self.run_id: Optional[str] = None
+        self.lease_timeout: Optional[object] = None
+        self.teardown_failures: Dict[str, str] = {}
+        self.install_interrupt_handlers()
+
+    # -- interrupts (Ctrl-C, AWX cancel) ----------------------------------------------------------------
+
+    def install_interrupt_handlers(self) -> None:
+        """Say how the nodes stop when the controller is interrupted, then let the previous handler act.
+
+        v2_playbook_on_stats never runs on SIGTERM: a handler is the only place for that line."""
+        self.main_pid = os.getpid()
+        self.previous_handlers: Dict[int, Any] = {}
+        for signum in INTERRUPTS:
+            try:
+                self.previous_handlers[signum] = signal.signal(signum, self.on_interrupt)
+            except ValueError:  # not the main thread: leave the signals alone
+                return
+
+    def on_interrupt(self, signum: int, frame: Any) -> None:
+        if os.getpid() == self.main_pid and self.run_id is not None:
+            line = interrupt_line(signal.Signals(signum).name, self.run_id, inventories(), self.lease_timeout)
+            # Display takes locks: a signal handler writes directly.
+            os.write(2, ("\n%s\n" % line).encode("utf-8", "replace"))
+        previous = self.previous_handlers.get(signum)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_IGN:
+            return
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt()
+        else:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     # -- progress ---------------------------------------------------------------------------------------
 
@@ -162,6 +218,7 @@ class CallbackModule(CallbackBase):
     def observe(self, result: Any) -> None:
         action = task_action(result)
         data = result_data(result)
+        self.observe_run(host_name(result), action, data)
         if action.endswith(WATCH) and "progress" in data:
             self.show_progress(host_name(result), data)
         elif action.endswith(ASSERT) and "checks" in data:
@@ -169,6 +226,26 @@ class CallbackModule(CallbackBase):
             document = self.write_files(data)
             self._display.banner("TRAINING VERDICT")
             self._display.display("\n".join(verdict_lines(document, self.get_option("width"))))
+
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        try:
+            extra = play.get_variable_manager().extra_vars
+        except AttributeError:
+            return
+        self.lease_timeout = extra.get("train_lease_timeout", self.lease_timeout)
+
+    def observe_run(self, host: str, action: str, data: Dict[str, Any]) -> None:
+        """The run id and lease timeout (for the interrupt line) and each node's teardown outcome."""
+        facts = data.get("ansible_facts") or {}
+        if action.endswith(PLAN) and isinstance(data.get("plan"), dict):
+            self.run_id = data["plan"].get("run_id") or self.run_id
+            self.lease_timeout = data["plan"].get("lease_timeout", self.lease_timeout)
+        outcome = facts.get("teardown_outcome")
+        if isinstance(outcome, dict):
+            if outcome.get("ok") in (False, "False", "false"):
+                self.teardown_failures[host] = str(outcome.get("msg") or "%s teardown failed" % host)
+            else:
+                self.teardown_failures.pop(host, None)
 
     def write_files(self, data: Dict[str, Any]) -> Dict[str, Any]:
         run_dir = data.get("run_dir") or os.path.join(
@@ -181,10 +258,12 @@ class CallbackModule(CallbackBase):
         return document
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
-        if self.verdict is None:
+        if self.verdict is None and not self.teardown_failures:
             return
-        simulated = " (SIMULATED)" if self.verdict.get("simulated") else ""
+        verdict = self.verdict or {"verdict": "FAIL", "headline": "FAIL: stopped before the verdict"}
+        simulated = " (SIMULATED)" if verdict.get("simulated") else ""
+        text = final_verdict(headline(verdict), failed_hosts(stats), self.teardown_failures)
         self._display.banner("TRAINING REPORT")
-        self._display.display("VERDICT: %s%s" % (headline(self.verdict), simulated))
+        self._display.display("VERDICT: %s%s" % (text, simulated))
         for name, path in sorted(self.report_paths.items()):
             self._display.display("%s: %s" % (name, path))

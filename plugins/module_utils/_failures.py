@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Pattern
 
-CLASSES = ("network", "gpu", "memory", "coordination", "crash", "nan", "timeout")
+CLASSES = ("network", "gpu", "memory", "coordination", "crash", "nan", "timeout", "disk", "port")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ BUILTIN_SIGNATURES: List[Signature] = [
     # first match wins: the GPU cause that NCCL/RCCL reports beats the generic NCCL signatures
     _sig("hip_failure", "gpu", "HIP failure"),
     _sig("unhandled_cuda_error", "gpu", "unhandled cuda error"),
+    # a peer went away: what the survivors of another node's failure print
+    _sig("remote_peer_closed", "network", "Connection closed by remote peer"),
     # network (NCCL/RCCL, PyTorch distributed backend)
     _sig("nccl_warn", "network", "NCCL WARN"),
     _sig("nccl_error", "network", "NCCL error"),
@@ -70,6 +72,13 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("hip_oom", "memory", "HIP out of memory"),
     _sig("cuda_oom", "memory", "CUDA out of memory"),
     _sig("torch_oom", "memory", "OutOfMemoryError"),
+    # the node itself
+    _sig("no_space", "disk", "No space left on device"),
+    _sig("address_in_use", "port", "Address already in use"),
+    _sig("eaddrinuse", "port", "EADDRINUSE"),
+    # torch elastic's agent ending the workers after another failed
+    _sig("elastic_closing_sigterm", "crash", "closing signal SIGTERM"),
+    _sig("elastic_death_signal", "crash", "death signal, shutting down workers"),
     # crash
     _sig("segfault", "crash", "Segmentation fault"),
     _sig("sigsegv", "crash", "SIGSEGV"),
@@ -94,6 +103,26 @@ ANCHORS: List[bytes] = [
     b"rror", b"ailure", b"NCCL WARN", b"timeout", b"EXCEEDED", b"UNAVAILABLE", b"PRECONDITION", b"ut of memory",
     b"Terminating process", b"GPU", b"SLICE_FAILURE", b"Segmentation fault", b"SIGSEGV", b"core dumped",
     b"Traceback (most recent", b"exitcode  :", b"CANCELLED AT", b"terminate called", b"result nan", b"found NaN",
+    b"closed by remote peer", b"No space left", b"already in use", b"EADDRINUSE", b"SIGTERM", b"death signal",
+    b"Exception", b"Interrupt",
+]
+
+# Failures that follow from another node's: the survivors' view of a dead peer. A node whose only
+# failures are these is a consequence, never the culprit (docs/failures.md).
+CONSEQUENCES = frozenset((
+    "remote_peer_closed", "watchdog_timeout", "nccl_timeout", "deadline_exceeded", "coordination_service_error",
+    "jax_fatal", "tasks_unhealthy", "coordination_rpc", "task_not_connected", "elastic_closing_sigterm",
+    "elastic_death_signal", "child_failed",
+))
+
+# RCCL/NCCL WARN lines printed by healthy nodes: reported as advisories, never a failure.
+# Each entry is a regex searched in a line that carries "NCCL WARN"; users add theirs
+# (training_log's ``advisories``, the results role's results_advisory_patterns).
+ADVISORY_PATTERNS: List[str] = [
+    r"NUMA auto balancing enabled which can lead to variability",
+    r'Missing "(?:amd_)?iommu=(?:pt|on)" from kernel command line',
+    r'Missing "HSA_FORCE_FINE_GRAIN_PCIE=1" from environment',
+    r"LL cutoff points not detected for a supported arch",
 ]
 
 
@@ -128,3 +157,20 @@ def compile_user_patterns(patterns: Optional[Iterable[Any]], path: str = "patter
 
 def signature_matches(signature: Signature, line: str) -> bool:
     return signature.refine is None or signature.refine.search(line) is not None
+
+
+def is_consequence(pattern: str) -> bool:
+    return pattern in CONSEQUENCES
+
+
+def compile_advisories(extra: Optional[Iterable[Any]] = None, path: str = "advisories") -> List[Pattern[str]]:
+    """The built-in advisory patterns and the user's (regex strings); ValueError names a bad entry."""
+    compiled = [re.compile(pattern) for pattern in ADVISORY_PATTERNS]
+    for index, entry in enumerate(extra or []):
+        if not isinstance(entry, str):
+            raise ValueError("%s[%d]: expected a regular expression string, found %r" % (path, index, entry))
+        try:
+            compiled.append(re.compile(entry))
+        except re.error as exc:
+            raise ValueError("%s[%d]: expected a valid regular expression, found %r (%s)" % (path, index, entry, exc))
+    return compiled

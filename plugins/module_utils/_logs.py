@@ -21,11 +21,22 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import SteadyMeans
 from ansible_collections.clusterval.training.plugins.module_utils._failures import (
-    ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_user_patterns, signature_matches)
+    ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_advisories, compile_user_patterns, is_consequence,
+    signature_matches)
+from ansible_collections.clusterval.training.plugins.module_utils._timestamps import line_time
+from ansible_collections.clusterval.training.plugins.module_utils._tracebacks import (
+    exception_line, is_traceback_header)
 
 CHUNK_SIZE = 1024 * 1024
 MAX_LINE = 64 * 1024
 MAX_ERROR_TEXT = 500
+MAX_ADVISORIES = 20
+# A traceback header whose exception line has not come within this many lines is reported by itself.
+TRACEBACK_LINES = 400
+HOLD_MAX_BYTES = 1024 * 1024
+# Errors found by their shape (an exception line, a traceback header), not by a known signature.
+GENERIC_PATTERNS = ("exception", "traceback")
+CONTINUATION_LINES = 3
 FRAMEWORKS = ("maxtext", "megatron", "nxdt")
 SIMULATOR_BANNER = "[clusterval simulator]"
 NCCL_INFO = b" NCCL INFO "
@@ -224,6 +235,12 @@ class ParseResult:
     evals: Any = field(default_factory=lambda: deque(maxlen=100))
     errors: List[Dict[str, Any]] = field(default_factory=list)
     errors_total: int = 0
+    advisories: List[Dict[str, Any]] = field(default_factory=list)
+    advisories_total: int = 0
+    # The header of a traceback whose exception line has not been read yet, and where it starts.
+    open_traceback: Optional[Dict[str, Any]] = None
+    open_traceback_at: Tuple[int, int, int] = (0, 0, 0)  # byte offset, lineno before it, steps_total then
+    line_offset: int = 0  # byte offset of the line being parsed
     script_summary: Dict[str, float] = field(default_factory=dict)
     simulated: bool = False
     skipped_long_lines: int = 0
@@ -234,11 +251,13 @@ class LogParser:
 
     def __init__(self, framework: str = "auto", patterns: Optional[Iterable[Any]] = None,
                  seq_length: Optional[int] = None, world_size: Optional[int] = None,
-                 max_errors: int = 100, max_steps: Optional[int] = None, warmup_steps: Optional[int] = None) -> None:
+                 max_errors: int = 100, max_steps: Optional[int] = None, warmup_steps: Optional[int] = None,
+                 advisories: Optional[Iterable[Any]] = None) -> None:
         if framework not in FRAMEWORKS + ("auto",):
             raise ValueError("framework: expected one of maxtext, megatron, nxdt, auto, found %r" % (framework,))
         self.requested = framework
         self.user_patterns: List[UserPattern] = compile_user_patterns(patterns)
+        self.advisories = compile_advisories(advisories)
         self.seq_length = seq_length
         self.world_size = world_size
         self.max_errors = max_errors
@@ -284,13 +303,20 @@ class LogParser:
     def feed_without_nccl_info(self, buf: bytes, result: ParseResult) -> None:
         """NCCL INFO lines (often most of a gigabyte log) hold no step and no signature: drop them first."""
         lines = buf.split(b"\n")
-        kept_index = [i for i, line in enumerate(lines) if NCCL_INFO not in line]
+        kept_index, kept_starts, start = [], [], 0
+        for i, line in enumerate(lines):
+            if NCCL_INFO not in line:
+                kept_index.append(i)
+                kept_starts.append(start)
+            start += len(line) + 1
         kept = b"\n".join([lines[i] for i in kept_index])
-        self.parse_hits(kept, kept_index, result)
+        self.parse_hits(kept, kept_index, result, kept_starts)
         result.lineno += len(lines) - 1
 
-    def parse_hits(self, buf: bytes, line_index: Optional[List[int]], result: ParseResult) -> None:
-        """Parse the candidate lines of ``buf``; ``line_index`` maps its lines to the chunk's."""
+    def parse_hits(self, buf: bytes, line_index: Optional[List[int]], result: ParseResult,
+                   line_starts: Optional[List[int]] = None) -> None:
+        """Parse the candidate lines of ``buf``; ``line_index`` maps its lines to the chunk's, ``line_starts``
+        gives where they start in the chunk."""
         hits = self.candidate_lines(buf)
         position, line = 0, 0
         for start in sorted(hits):
@@ -301,6 +327,7 @@ class LogParser:
                 result.skipped_long_lines += 1
                 continue
             lineno = result.lineno + (line if line_index is None else line_index[line]) + 1
+            result.line_offset = result.offset + (start if line_starts is None else line_starts[line])
             self.parse_line(clean_line(buf[start:end]), lineno, result)
 
     def parse_line(self, text: str, lineno: int, result: ParseResult) -> None:
@@ -351,21 +378,85 @@ class LogParser:
             result.steps_total += 1
 
     def match_failures(self, text: str, lineno: int, result: ParseResult) -> None:
+        """A failure line becomes an error; a traceback's header waits for its exception line, which is
+        the cause; a benign WARN line becomes an advisory."""
+        self.close_stale_traceback(lineno, result)
+        if is_traceback_header(text):
+            if result.open_traceback is None:
+                result.open_traceback = self.error_record(result, "crash", lineno, text, "traceback")
+                result.open_traceback_at = (result.line_offset, lineno - 1, result.steps_total)
+            return
+        signature = self.signature_of(text)
+        exception = exception_line(text)
+        if exception is not None:
+            header, result.open_traceback = result.open_traceback, None
+            failure_class, pattern = signature if signature else ("crash", "traceback" if header else "exception")
+            self.add_record(result, self.error_record(result, failure_class, lineno, exception, pattern, header))
+        elif signature is not None:
+            if any(advisory.search(text) for advisory in self.advisories):
+                self.add_advisory(result, lineno, text)
+            else:
+                self.add_error(result, signature[0], lineno, text, signature[1])
+
+    def signature_of(self, text: str) -> Optional[Tuple[str, str]]:
+        """(class, name) of the first built-in signature or user pattern the line matches."""
         if any(anchor in text for anchor in ANCHOR_TEXTS):
             for signature in BUILTIN_SIGNATURES:
-                if signature.text in text and signature_matches(signature, text):
-                    self.add_error(result, signature.failure_class, lineno, text, signature.name)
-                    return
+                if signature.text in text and signature_matches(signature, text) and signature.name != "traceback":
+                    return signature.failure_class, signature.name
         for pattern in self.user_patterns:
             if pattern.regex.search(text.encode("utf-8", errors="replace")):
-                self.add_error(result, pattern.failure_class, lineno, text, pattern.name)
-                return
+                return pattern.failure_class, pattern.name
+        return None
 
-    def add_error(self, result: ParseResult, failure_class: str, lineno: int, text: str, pattern: str) -> None:
+    def close_stale_traceback(self, lineno: Optional[int], result: ParseResult) -> None:
+        """Report a traceback header alone when its exception line did not follow (or at the end)."""
+        header = result.open_traceback
+        if header is not None and (lineno is None or lineno - header["lineno"] > TRACEBACK_LINES):
+            result.open_traceback = None
+            self.add_record(result, header)
+
+    def error_record(self, result: ParseResult, failure_class: str, lineno: int, text: str, pattern: str,
+                     header: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        when = line_time(text)
+        if when is None and header is not None:
+            when = header.get("time")
+        return {"class": failure_class, "line": lineno, "lineno": lineno, "text": text.strip()[:MAX_ERROR_TEXT],
+                "pattern": pattern, "time": when, "first_seen": None, "step": result.last_step,
+                "consequence": is_consequence(pattern)}
+
+    def add_record(self, result: ParseResult, record: Dict[str, Any]) -> None:
+        """Keep the error; an exception line without a signature of its own takes the class of a failure
+        line right after it (``RuntimeError: Rank 3, ...`` then ``Unexpected result nan``)."""
+        previous = result.errors[-1] if result.errors else None
+        if (previous is not None and previous["pattern"] in GENERIC_PATTERNS and record["pattern"] not in GENERIC_PATTERNS
+                and 0 < record["lineno"] - previous["lineno"] <= CONTINUATION_LINES):
+            previous["class"] = record["class"]
         result.errors_total += 1
         if len(result.errors) < self.max_errors:
-            result.errors.append({"class": failure_class, "line": lineno, "lineno": lineno,
-                                  "text": text.strip()[:MAX_ERROR_TEXT], "pattern": pattern})
+            result.errors.append(record)
+
+    def add_error(self, result: ParseResult, failure_class: str, lineno: int, text: str, pattern: str) -> None:
+        self.add_record(result, self.error_record(result, failure_class, lineno, text, pattern))
+
+    def add_advisory(self, result: ParseResult, lineno: int, text: str) -> None:
+        result.advisories_total += 1
+        if len(result.advisories) < MAX_ADVISORIES:
+            result.advisories.append({"class": "advisory", "line": lineno, "lineno": lineno,
+                                      "text": text.strip()[:MAX_ERROR_TEXT], "pattern": "advisory",
+                                      "time": line_time(text), "step": result.last_step})
+
+    def finish(self, result: ParseResult, final: bool = True) -> None:
+        """End of a read. A traceback still open is left for the next read (the offset goes back to its
+        header) when nothing was parsed after it but its own lines; at the last read, or when it is long,
+        it is reported by its header."""
+        offset, lineno, steps_total = result.open_traceback_at
+        holdable = result.steps_total == steps_total and result.offset - offset <= HOLD_MAX_BYTES
+        if result.open_traceback is not None and not final and holdable:
+            result.open_traceback = None
+            result.offset, result.lineno = offset, lineno
+            return
+        self.close_stale_traceback(None, result)
 
 
 def iter_complete_chunks(handle: Any, chunk_size: int = CHUNK_SIZE):
@@ -399,10 +490,13 @@ def iter_complete_chunks(handle: Any, chunk_size: int = CHUNK_SIZE):
 
 def parse_log(path: str, framework: str = "auto", offset: int = 0, lineno: int = 0,
               patterns: Optional[Iterable[Any]] = None, seq_length: Optional[int] = None,
-              world_size: Optional[int] = None, parser: Optional[LogParser] = None) -> ParseResult:
+              world_size: Optional[int] = None, parser: Optional[LogParser] = None,
+              final: bool = False) -> ParseResult:
     """Parse ``path`` from ``offset``; raises OSError when it cannot be read.
 
-    Pass a ``parser`` built with ``max_steps`` to bound the steps kept in memory.
+    Pass a ``parser`` built with ``max_steps`` to bound the steps kept in memory. Unless ``final``
+    (the last read of a finished job), a traceback at the end is left for the next read, which then
+    finds its exception line.
     """
     parser = parser or LogParser(framework, patterns, seq_length, world_size)
     size = os.path.getsize(path)
@@ -417,6 +511,7 @@ def parse_log(path: str, framework: str = "auto", offset: int = 0, lineno: int =
                 result.lineno += 1
             parser.feed(buf, result)
             result.offset += len(buf) + skipped
+    parser.finish(result, final)
     return result
 
 
@@ -429,6 +524,7 @@ def parse_text(text: str, framework: str = "auto", patterns: Optional[Iterable[A
         data += b"\n"
     result = parser.new_result(0, 0, len(data))
     parser.feed(data, result)
+    parser.finish(result)
     result.offset = len(data)
     return result
 
@@ -456,9 +552,10 @@ def run_training_log(params: Dict[str, Any]) -> Dict[str, Any]:
             raise ValueError("%s: expected a number >= 0, found %s" % (name, params[name]))
     max_steps = params.get("max_steps")
     parser = LogParser(params.get("framework") or "auto", params.get("patterns"), params.get("seq_length"),
-                       params.get("world_size"), max_steps=max_steps, warmup_steps=params.get("warmup_steps"))
+                       params.get("world_size"), max_steps=max_steps, warmup_steps=params.get("warmup_steps"),
+                       advisories=params.get("advisories"))
     result = parse_log(params["path"], offset=params.get("offset") or 0, lineno=params.get("lineno") or 0,
-                       parser=parser)
+                       parser=parser, final=bool(params.get("final")))
     steady = result.steady or SteadyMeans(result.framework, params.get("warmup_steps"))
     return {
         "log_path": params["path"],
@@ -469,6 +566,8 @@ def run_training_log(params: Dict[str, Any]) -> Dict[str, Any]:
         "completed": is_completed(result, params.get("final_step")),
         "errors": result.errors,
         "errors_total": result.errors_total,
+        "advisories": result.advisories,
+        "advisories_total": result.advisories_total,
         "offset": result.offset,
         "lineno": result.lineno,
         "summary": steady.means(result.script_summary),

@@ -277,7 +277,7 @@ def exit_checks(node: str, state: Dict[str, Any]) -> List[Dict[str, Any]]:
         checks.append(make_check(node, "exit_code", "fail", "exit_code", 0, exit_code,
                                  "training exited with status %s" % exit_code))
     reason = state.get("reason")
-    if reason in ("hang", "deadline", "aborted"):
+    if reason in ("hang", "deadline", "aborted", "unreachable", "lease", "stopped"):
         detail = state.get("msg") or "training watch stopped: %s" % reason
         checks.append(make_check(node, "progress", "fail", None, "completed", reason, detail))
     return checks
@@ -302,8 +302,10 @@ def silent_node_checks(node: str, state: Dict[str, Any]) -> List[Dict[str, Any]]
     """A Megatron node that is not the job's last prints no iteration lines."""
     if state.get("exit_code") == 0:
         return [make_check(node, "completion", "pass", "exit_code", 0, 0, "exited 0 (this node prints no step lines)")]
-    return [make_check(node, "completion", "info", "exit_code", 0, state.get("exit_code"),
-                       "this node prints no step lines; judged by its errors and exit status")]
+    if state.get("exit_code") is None:
+        return [make_check(node, "completion", "fail", "exit_code", 0, None,
+                           "this node prints no step lines and its training never reported an exit status")]
+    return []  # a non-zero exit is failed by exit_checks
 
 
 def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pct: float = 10.0,

@@ -596,11 +596,17 @@ def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[st
     script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path)
     files = [{"path": script_path, "mode": "0755", "content": script}]
     files.extend(common["files"])
-    labels = {"clusterval.run_id": ctx.run_id, "clusterval.job": job.name}
+    labels = container_labels(ctx.run_id, job.name, ctx.run_dir, absolute_path(ctx.config, "data_cache_dir"))
     return {"log_path": log_path, "exit_path": exit_path, "files": files, "labels": labels,
             "launch": {"argv": ["sh", script_path], "workdir": common["workdir"], "command": common["command"],
                        "hf_token_path": HF_TOKEN_MOUNT,
                        "script_candidates": common["script_candidates"]}}
+
+
+def container_labels(run_id: str, job: str, run_dir: str, data_cache_dir: str) -> Dict[str, str]:
+    """What `playbooks/teardown.yml` and the busy check find a run's containers, run dir and marker by."""
+    return {"clusterval.run_id": run_id, "clusterval.job": job, "clusterval.run_dir": run_dir,
+            "clusterval.managed_by": "clusterval.training", "clusterval.data_cache_dir": data_cache_dir}
 
 
 def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Dict[str, str]:

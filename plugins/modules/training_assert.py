@@ -52,6 +52,12 @@ options:
     description: Fail the task when the verdict is V(FAIL).
     type: bool
     default: true
+  require_thresholds:
+    description:
+      - Fail the run when a metric of the plan's thresholds has no threshold set (V(<changeme>) in the config).
+      - Without it such metrics are reported, named in RV(unjudged) and in RV(headline), and do not fail the run.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -86,6 +92,45 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+schema_version:
+  description: The layout version of the results document (C(docs/results.md)).
+  returned: always
+  type: int
+  sample: 1
+headline:
+  description:
+    - The one-line verdict, the culprit first on a node failure; on a PASS, what was not judged.
+    - Null when the failures are only threshold checks (the report derives it from the first failed check).
+  returned: always
+  type: str
+  sample: "FAIL: node3 crash at step 3: XlaRuntimeError: INTERNAL: ... (3 other nodes stopped as a consequence)"
+culprit:
+  description:
+    - The node whose failure came first and was not caused by another's, C({host, class, step, lineno, text, time}).
+    - C(text) is the cause line (for a traceback, its exception line); C(time) in epoch seconds, from the line's
+      timestamp, else when the watch first read it. Null on a PASS.
+  returned: always
+  type: dict
+consequences:
+  description: The nodes that failed because of the culprit (a lost peer, a collective timeout, stopped by the watch).
+  returned: always
+  type: list
+  elements: str
+independent_failures:
+  description: Other nodes that failed with a failure line of their own.
+  returned: always
+  type: list
+  elements: str
+judged:
+  description: The metrics compared with a threshold.
+  returned: always
+  type: list
+  elements: str
+unjudged:
+  description: The metrics not judged, C({metric, reason}) (no threshold set, info only, not enforced).
+  returned: always
+  type: list
+  elements: dict
 verdict:
   description: V(PASS) when no check failed, else V(FAIL).
   returned: always

@@ -50,10 +50,24 @@ options:
     type: int
   patterns:
     description: Extra failure patterns, each a dict with C(regex) (Python syntax) and C(class)
-      (one of V(network), V(gpu), V(memory), V(coordination), V(crash), V(nan), V(timeout)).
+      (one of V(network), V(gpu), V(memory), V(coordination), V(crash), V(nan), V(timeout), V(disk), V(port)).
     type: list
     elements: dict
     default: []
+  advisories:
+    description:
+      - Extra advisory patterns (Python regexes) for failure lines that healthy nodes print, such as RCCL's
+        C(NCCL WARN) about NUMA balancing; a line that matches one is returned in RV(advisories), not in RV(errors).
+      - Added to the built-in list of C(docs/failures.md).
+    type: list
+    elements: str
+    default: []
+  final:
+    description:
+      - The last read of a finished job. Otherwise a traceback at the end of the log is left for the next read
+        (RV(offset) stops before it), so that its exception line, the cause, is read with it.
+    type: bool
+    default: false
   exit_code_path:
     description: File the launcher writes the exit status into; RV(exit_code) is null while it is absent.
     type: path
@@ -67,6 +81,12 @@ options:
     description: The Docker daemon's unix socket on the node, for O(container).
     type: path
     default: /var/run/docker.sock
+  read_timeout:
+    description:
+      - Seconds the read may take. A log on a blocked file system fails the task naming the path, instead of
+        hanging the play. Only regular files are read; a FIFO, a device or a directory is refused.
+    type: float
+    default: 30
   max_steps:
     description: Return at most this many steps (the most recent ones); RV(summary) still covers all.
     type: int
@@ -131,7 +151,12 @@ completed:
   type: bool
   sample: true
 errors:
-  description: Failure lines found (at most 100), each with C(class), C(line), C(lineno), C(text), C(pattern).
+  description:
+    - Failure lines found (at most 100), each with C(class), C(line), C(lineno), C(text), C(pattern), C(time)
+      (epoch seconds of the line's own timestamp, else null), C(first_seen) (null; the watch fills it), C(step)
+      (the last step printed before it) and C(consequence) (true for a peer's failure seen from here, such as
+      JAX's "another task died" or an NCCL watchdog timeout).
+    - For a Python traceback, C(text) is its exception line (launcher prefixes such as C([rank3]:) removed).
   returned: always
   type: list
   elements: dict
@@ -142,6 +167,11 @@ errors_total:
   returned: always
   type: int
   sample: 1
+advisories:
+  description: Advisory lines (benign C(NCCL WARN) and the like), at most 20, shaped like RV(errors) with class V(advisory).
+  returned: always
+  type: list
+  elements: dict
 offset:
   description: Byte offset of the end of the last complete line; pass it as O(offset) next time.
   returned: always
@@ -188,10 +218,47 @@ size:
   sample: 46634
 """
 
+import os
+import stat
+import threading
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import container_state
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
+
+
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_non_regular(path):
+    """Reading a FIFO blocks and /dev/zero never ends: only regular files are logs."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+        raise ValueError("the training log %s is %s, not a regular file: refused (it could block or never end)"
+                         % (path, kind))
+
+
+def read_within(params, budget_s):
+    """run_training_log on a regular file, in a thread given `budget_s` seconds; a blocked read is a named error."""
+    outcome = {}
+
+    def read():
+        try:
+            refuse_non_regular(params["path"])
+            outcome["result"] = run_training_log(params)
+        except Exception as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if worker.is_alive():
+        raise OSError("log read blocked for %g s: %s (a hung file system?)" % (budget_s, params["path"]))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 def main() -> None:
@@ -204,19 +271,22 @@ def main() -> None:
             final_step=dict(type="int"),
             warmup_steps=dict(type="int"),
             patterns=dict(type="list", elements="dict", default=[]),
+            advisories=dict(type="list", elements="str", default=[]),
+            final=dict(type="bool", default=False),
             exit_code_path=dict(type="path"),
             max_steps=dict(type="int", default=1000),
             seq_length=dict(type="int"),
             world_size=dict(type="int"),
             container=dict(type="str"),
             docker_socket=dict(type="path", default="/var/run/docker.sock"),
+            read_timeout=dict(type="float", default=30.0),
         ),
         supports_check_mode=True,
     )
     name = module.params["container"]
     container = container_state(module.params["docker_socket"], name) if name else None
     try:
-        result = run_training_log(module.params)
+        result = read_within(module.params, module.params["read_timeout"])
     except (OSError, ValueError) as exc:
         module.fail_json(msg=str(exc), path=module.params["path"])
     if container:

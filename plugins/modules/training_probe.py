@@ -84,6 +84,46 @@ options:
     type: list
     elements: str
     default: [requests]
+  lock:
+    description:
+      - One run per node at a time (check C(busy)), before any other check. The node is busy when a running
+        container carries the collection's C(clusterval.run_id) label with another run id, or another run holds
+        C(<run root>/clusterval.lock) (run root = the parent of O(lock.run_dir)) and still has a container or
+        took the lock less than O(lock.stale_after) seconds ago. A stale lock is taken over with a warning.
+      - With O(lock.take) the lock C({run_id, controller, started_at}) is written atomically; teardown
+        (M(clusterval.training.training_cleanup)) releases it.
+    type: dict
+    suboptions:
+      run_id:
+        description: This run's id.
+        type: str
+        required: true
+      run_dir:
+        description: This run's directory on the node.
+        type: str
+        required: true
+      controller:
+        description: Who runs it (user and controller host), written into the lock.
+        type: str
+        default: "?"
+      take:
+        description: Take the lock; V(false) only checks (C(playbooks/preflight.yml), check mode).
+        type: bool
+        default: true
+      takeover:
+        description: A busy node is taken over; RV(took_over) names the run whose containers the caller removes.
+        type: bool
+        default: false
+      stale_after:
+        description: Seconds after which another run's lock without any container is stale.
+        type: float
+        default: 1800
+  coordinator_port:
+    description:
+      - The job's coordinator port, on the job's first node (host network); check C(coordinator_port) fails when
+        it cannot be bound, naming the process (and container) that holds it when the node shows it.
+      - Skipped when the run takes the node over (the other run's containers are removed first).
+    type: int
   shared_marker:
     description:
       - Checks that a directory is shared by all nodes. C(mode=write) writes O(shared_marker.token)
@@ -166,6 +206,13 @@ marker_written:
   returned: always
   type: bool
   sample: false
+took_over:
+  description:
+    - With O(lock.takeover), the run that held the node - C({busy, run_id, controller, started_at, containers,
+      reason}) - whose containers the caller removes before going on; null otherwise.
+  returned: always
+  type: dict
+  sample: {busy: true, run_id: 20261125T020000Z-1a2b3c-llama, containers: [rocm-jax-llama3.1-70b]}
 failed_checks:
   description: The names of the failed checks.
   returned: always
@@ -180,7 +227,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils import _probe
+from ansible_collections.clusterval.training.plugins.module_utils import _ports, _probe, _runlock
 
 
 def run_checks(params, run):
@@ -202,6 +249,15 @@ def run_checks(params, run):
     if params["python_modules"]:
         checks.append(_probe.python_modules_check(params["python_modules"]))
     return checks
+
+
+def claim_node(params, node):
+    """The busy check and the lock; {check, took_over}, or None without O(lock)."""
+    lock = params["lock"]
+    if not lock:
+        return None
+    return _runlock.claim(node, params["docker_socket"] or "/var/run/docker.sock", lock["run_id"], lock["run_dir"],
+                          lock["controller"], lock["take"], lock["takeover"], lock["stale_after"])
 
 
 def marker_checks(marker):
@@ -235,6 +291,15 @@ def main():
             min_free_mib=dict(type="int", default=1024),
             rdma=dict(type="bool", default=False),
             python_modules=dict(type="list", elements="str", default=["requests"]),
+            lock=dict(type="dict", options=dict(
+                run_id=dict(type="str", required=True),
+                run_dir=dict(type="str", required=True),
+                controller=dict(type="str", default="?"),
+                take=dict(type="bool", default=True),
+                takeover=dict(type="bool", default=False),
+                stale_after=dict(type="float", default=1800.0),
+            )),
+            coordinator_port=dict(type="int"),
             shared_marker=dict(type="dict", options=dict(
                 path=dict(type="path", required=True),
                 token=dict(type="str", no_log=True),
@@ -250,17 +315,22 @@ def main():
         rc, out, err = module.run_command(list(argv))
         return subprocess.CompletedProcess(list(argv), rc, out, err)
 
+    node = module.params["node"] or socket.gethostname()
+    # Busy or not is known before anything is written on the node.
+    claimed = claim_node(module.params, node) or {"check": None, "took_over": None}
+    claim_checks = [claimed["check"]] if claimed["check"] else []
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
     marker_first = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
-    checks = marker_first + run_checks(module.params, run)
+    checks = claim_checks + marker_first + run_checks(module.params, run)
+    if module.params["coordinator_port"] and not claimed["took_over"]:
+        checks.append(_ports.port_check(module.params["coordinator_port"]))
     if marker["mode"] == "read":
         checks.extend(marker_checks(marker))
-    node = module.params["node"] or socket.gethostname()
     image = module.params["image"]
     token_file = module.params["token_file"]
     module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
-                     failed_checks=[c["check"] for c in checks if not c["ok"]],
+                     failed_checks=[c["check"] for c in checks if not c["ok"]], took_over=claimed["took_over"],
                      marker_written=marker["mode"] == "write" and all(c["ok"] for c in marker_first),
                      image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
                      token_present=_probe.token_check(token_file)["ok"] if token_file else None)

@@ -151,3 +151,43 @@ def test_unwritable_run_dir_is_a_warning_not_a_crash(callback, tmp_path):
     plugin.v2_runner_on_failed(result(ASSERT, data))
     assert plugin._display.lines[0].startswith("WARNING training_report: cannot write the report files")
     assert plugin._display.lines[1] == "== TRAINING VERDICT"
+
+
+def passing_verdict(tmp_path):
+    return {"verdict": "PASS", "headline": "PASS: 2 nodes", "checks": [], "run_dir": str(tmp_path)}
+
+
+def test_a_failed_teardown_turns_a_pass_into_a_fail_naming_the_node(callback, tmp_path):
+    plugin = callback()
+    plugin.v2_runner_on_ok(result(ASSERT, passing_verdict(tmp_path)))
+    outcome = {"ok": False, "unreachable": False, "removed": [], "msg": "node2 teardown FAILED: Docker daemon dead"}
+    plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"teardown_outcome": outcome}},
+                                  host="node2"))
+    plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"teardown_outcome": dict(
+        outcome, ok=True, msg="node1 teardown removed: container x")}}, host="node1"))
+    plugin.v2_playbook_on_stats(None)
+    assert "VERDICT: FAIL: teardown failed: node2 teardown FAILED: Docker daemon dead" in plugin._display.lines
+
+
+def test_a_pass_never_shows_when_a_host_failed_after_the_verdict(callback, tmp_path):
+    plugin = callback()
+    plugin.v2_runner_on_ok(result(ASSERT, passing_verdict(tmp_path)))
+    stats = SimpleNamespace(processed={"node1": 1, "node2": 1},
+                            summarize=lambda host: {"failures": int(host == "node2"), "unreachable": 0})
+    plugin.v2_playbook_on_stats(stats)
+    verdict = [line for line in plugin._display.lines if line.startswith("VERDICT")]
+    assert verdict == ["VERDICT: FAIL: the run failed after the verdict on node2 (see above)"]
+
+
+def test_an_interrupt_says_how_the_nodes_stop_and_chains_to_the_previous_handler(callback, capfd, monkeypatch):
+    plugin = callback()
+    monkeypatch.setattr(training_report, "inventories", lambda: ["inv/hosts.yml"])
+    plugin.v2_runner_on_ok(result("clusterval.training.training_plan", {"plan": {"run_id": "20261125T020000Z-abc123-x"}}))
+    called = []
+    plugin.previous_handlers[15] = lambda signum, frame: called.append(signum)
+    plugin.on_interrupt(15, None)
+    err = capfd.readouterr().err
+    assert called == [15]
+    assert "SIGTERM" in err and "within the lease timeout (train_lease_timeout)" in err
+    assert ("ansible-playbook -i inv/hosts.yml clusterval.training.teardown "
+            "-e training_run_id=20261125T020000Z-abc123-x") in err

@@ -277,7 +277,9 @@ def test_compact_nodes_keep_only_what_differs_and_files_are_stored_once():
                                                           "/home/root/LOGS/clusterval/r1/maxtext.yml"]
     assert shared["container"]["env"]["JAX_PROCESS_COUNT"] == "3"
     assert "NODE_RANK" not in shared["container"]["env"]
-    assert shared["container"]["labels"] == {"clusterval.run_id": "r1", "clusterval.job": "job-0"}
+    assert shared["container"]["labels"] == {
+        "clusterval.run_id": "r1", "clusterval.job": "job-0", "clusterval.run_dir": "/home/root/LOGS/clusterval/r1",
+        "clusterval.managed_by": "clusterval.training", "clusterval.data_cache_dir": "/home/root/cache"}
     assert json.dumps(compact).count("#!/bin/sh") == 1
     assert json.dumps(full).count("#!/bin/sh") == 3
 

@@ -1,0 +1,130 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Teardown on one node without a plan: the collection's containers, found by their labels, and
+what their runs left on the node (lease, lock, preflight marker)."""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import quote
+
+from ansible_collections.clusterval.training.plugins.module_utils import _runlock
+
+DOCKER_TIMEOUT_S = 30.0
+
+
+def docker_delete(socket_path: str, path: str, timeout: float = DOCKER_TIMEOUT_S) -> Tuple[int, bytes]:
+    """An HTTP DELETE over the daemon's unix socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(socket_path)
+        conn.sendall(b"DELETE %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path.encode("ascii"))
+        chunks = []
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, dummy, body = b"".join(chunks).partition(b"\r\n\r\n")
+    fields = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(fields) < 2 or not fields[1].isdigit():
+        raise ValueError("answered %r" % " ".join(fields))
+    return int(fields[1]), body
+
+
+def remove_container(socket_path: str, container_id: str, timeout: float = DOCKER_TIMEOUT_S) -> None:
+    """Kill and remove a container (docker rm -f); gone already is fine."""
+    status, body = docker_delete(socket_path, "/containers/%s?force=1" % quote(container_id, safe=""), timeout)
+    if status not in (204, 404):
+        raise ValueError("answered HTTP %d removing %s: %s" % (status, container_id[:12],
+                                                                body.decode("utf-8", "replace").strip()[:200]))
+
+
+def socket_of(docker_host: str) -> str:
+    """The socket path of a `unix://` Docker host (or a plain path)."""
+    if docker_host.startswith("unix://"):
+        return docker_host[len("unix://"):]
+    if "://" in docker_host:
+        raise ValueError("only a unix socket Docker host is supported here, not %s" % docker_host)
+    return docker_host
+
+
+def runs_to_clear(containers: List[Mapping[str, Any]], run_id: str, run_dir: str,
+                  data_cache_dir: str) -> Dict[str, Dict[str, str]]:
+    """run id -> {run_dir, data_cache_dir}, from the containers' labels and the given run."""
+    runs: Dict[str, Dict[str, str]] = {}
+    for container in containers:
+        known = runs.setdefault(container["run_id"], {"run_dir": "", "data_cache_dir": ""})
+        known["run_dir"] = known["run_dir"] or container["run_dir"]
+        known["data_cache_dir"] = known["data_cache_dir"] or container["data_cache_dir"]
+    if run_id:
+        known = runs.setdefault(run_id, {"run_dir": "", "data_cache_dir": ""})
+        known["run_dir"] = run_dir or known["run_dir"]
+        known["data_cache_dir"] = data_cache_dir or known["data_cache_dir"]
+    return runs
+
+
+def remove_file(path: str, dry_run: bool) -> bool:
+    if not os.path.lexists(path):
+        return False
+    if not dry_run:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool,
+                    keep_lock: bool = False) -> List[str]:
+    """Remove the run's lease, its lock (when it holds it, unless `keep_lock`) and its preflight marker;
+    what was removed."""
+    removed = []
+    if run_dir:
+        if remove_file(_runlock.lease_path(run_dir), dry_run):
+            removed.append("lease %s" % _runlock.lease_path(run_dir))
+        lock = _runlock.lock_path(run_dir)
+        held = _runlock.read_lock(lock)
+        if not keep_lock and held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
+            removed.append("lock %s" % lock)
+    if data_cache_dir and remove_file(_runlock.marker_path(data_cache_dir, run_id), dry_run):
+        removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
+    return removed
+
+
+def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
+            dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S) -> Dict[str, Any]:
+    """Remove every labelled container (or `run_id`'s) and the files of their runs.
+
+    Returns {removed[], containers[], runs[], error}; `error` (the daemon could not be reached or
+    refused a removal) is None when all went well. The run's lease and marker are removed even then
+    (without its lease the node's guard stops the job); its lock stays until a teardown succeeds."""
+    removed: List[str] = []
+    containers: List[Dict[str, Any]] = []
+    error: Optional[str] = None
+    try:
+        path = socket_of(docker_host)
+        containers = _runlock.list_labelled(path, run_id)
+        for container in containers:
+            if not dry_run:
+                remove_container(path, container["id"], timeout)
+            removed.append("container %s (run %s, %s)" % (container["name"], container["run_id"], container["state"]))
+    except (OSError, ValueError) as exc:
+        error = "Docker daemon at %s: %s" % (docker_host, exc)
+    runs = runs_to_clear(containers, run_id, run_dir, data_cache_dir)
+    for rid, where in sorted(runs.items()):
+        # Containers that may still run keep the node locked: the next run is refused, not mixed in.
+        removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run,
+                                       keep_lock=error is not None))
+    return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs), "error": error}
+
+
+def summary(node: str, outcome: Mapping[str, Any], run_id: str) -> str:
+    scope = "run %s" % run_id if run_id else "any run"
+    if outcome["error"]:
+        return "%s teardown FAILED (%s): %s%s" % (node, scope, outcome["error"], "; removed: %s" % "; ".join(
+            outcome["removed"]) if outcome["removed"] else "")
+    if not outcome["removed"]:
+        return "%s teardown: nothing to remove (%s)" % (node, scope)
+    return "%s teardown removed (%s): %s" % (node, scope, "; ".join(outcome["removed"]))

@@ -1,0 +1,202 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""One run per node at a time: the lock in the node's run root and the busy decision.
+
+The lock is ``<run root>/clusterval.lock`` (run root = parent of the node run dir), JSON
+``{run_id, controller, started_at}``. It is taken atomically (a hard link of a complete file, which
+fails when the lock exists, also on NFS) and released by teardown. A node is busy for a run when a
+container of another run carries the collection's labels and runs, or when another run's lock is
+there and that run still has a container or took the lock less than ``stale_after_s`` ago (a run
+in preflight or node preparation has no container yet). A lock whose run has no container left
+and is older than that is stale: it is taken over, with a warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+from urllib.parse import quote
+
+from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
+
+LOCK_NAME = "clusterval.lock"
+RUN_ID_LABEL = "clusterval.run_id"
+RUN_DIR_LABEL = "clusterval.run_dir"
+DATA_CACHE_LABEL = "clusterval.data_cache_dir"
+MARKER_PREFIX = ".clusterval-preflight-"
+LEASE_NAME = "lease"
+DOCKER_TIMEOUT_S = 10.0
+
+
+def run_root(run_dir: str) -> str:
+    return os.path.dirname(run_dir.rstrip("/")) or "/"
+
+
+def lock_path(run_dir: str) -> str:
+    return os.path.join(run_root(run_dir), LOCK_NAME)
+
+
+def marker_path(data_cache_dir: str, run_id: str) -> str:
+    return os.path.join(data_cache_dir, MARKER_PREFIX + run_id)
+
+
+def lease_path(run_dir: str) -> str:
+    return os.path.join(run_dir, LEASE_NAME)
+
+
+def lock_record(run_id: str, controller: str, now: Optional[float] = None) -> Dict[str, str]:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    return {"run_id": run_id, "controller": controller, "started_at": stamp}
+
+
+def read_lock(path: str) -> Optional[Dict[str, Any]]:
+    """The lock's record and its age in seconds (`age_s`); None when there is no lock.
+
+    A lock that does not parse is held by run `unknown`."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(65536)
+        age = max(0.0, time.time() - os.stat(path).st_mtime)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"run_id": "unknown", "controller": "?", "started_at": "?", "age_s": 0.0,
+                "error": "cannot read %s: %s" % (path, exc.strerror)}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not record.get("run_id"):
+        record = {"run_id": "unknown", "controller": "?", "started_at": "?"}
+    return dict(record, age_s=age)
+
+
+def take_lock(path: str, record: Mapping[str, str], replace: bool = False) -> bool:
+    """Write the lock atomically; False when another lock is there (unless `replace`)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staging = "%s.%s.%d" % (path, record["run_id"], os.getpid())
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump(dict(record), handle)
+    try:
+        if replace:
+            os.replace(staging, path)
+            return True
+        os.link(staging, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+
+
+def release_lock(path: str, run_id: str) -> bool:
+    """Remove the lock when `run_id` holds it; True when removed."""
+    held = read_lock(path)
+    if held is None or held.get("run_id") != run_id:
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def labelled(containers: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """{name, id, run_id, state, run_dir, data_cache_dir} of the Docker API's container list items."""
+    found = []
+    for item in containers:
+        labels = item.get("Labels") or {}
+        if RUN_ID_LABEL not in labels:
+            continue
+        names = item.get("Names") or [item.get("Id", "?")[:12]]
+        found.append({"name": str(names[0]).lstrip("/"), "id": item.get("Id", ""),
+                      "run_id": labels[RUN_ID_LABEL], "state": item.get("State", "unknown"),
+                      "run_dir": labels.get(RUN_DIR_LABEL, ""), "data_cache_dir": labels.get(DATA_CACHE_LABEL, "")})
+    return found
+
+
+def occupancy(own_run_id: str, lock: Optional[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]],
+              stale_after_s: float) -> Dict[str, Any]:
+    """Whether another run holds the node: {busy, stale, run_id, controller, started_at, containers, reason}.
+
+    `containers` are `labelled()` items; `lock` is `read_lock()`'s answer."""
+    others = [c for c in containers if c["run_id"] != own_run_id]
+    running = [c for c in others if c["state"] in ("running", "restarting", "paused", "created")]
+    other_lock = lock if lock is not None and lock.get("run_id") != own_run_id else None
+    holder = running[0]["run_id"] if running else (other_lock or {}).get("run_id")
+    answer = {"busy": False, "stale": False, "run_id": holder, "controller": None, "started_at": None,
+              "containers": sorted(c["name"] for c in others if c["run_id"] == holder), "reason": ""}
+    if other_lock is not None and other_lock.get("run_id") == holder:
+        answer.update(controller=other_lock.get("controller"), started_at=other_lock.get("started_at"))
+    if running:
+        return dict(answer, busy=True, reason="its container%s %s %s running" % (
+            "s" if len(answer["containers"]) > 1 else "", ", ".join(answer["containers"]),
+            "are" if len(answer["containers"]) > 1 else "is"))
+    if other_lock is None:
+        return answer
+    if answer["containers"]:
+        return dict(answer, busy=True, reason="it holds the lock and its containers %s are still there"
+                    % ", ".join(answer["containers"]))
+    if float(other_lock.get("age_s", 0.0)) < stale_after_s:
+        return dict(answer, busy=True, reason="it took the lock %ds ago and has no container yet (preflight or "
+                                              "node preparation); a lock is stale after %ds"
+                    % (int(other_lock.get("age_s", 0.0)), int(stale_after_s)))
+    return dict(answer, stale=True, reason="its lock is %ds old and none of its containers is left"
+                % int(other_lock.get("age_s", 0.0)))
+
+
+def busy_detail(node: str, state: Mapping[str, Any]) -> str:
+    """The busy check's line: the node, the other run, when and from where it started, why, how to clear."""
+    since = ""
+    if state.get("started_at"):
+        since = " (started %s from %s)" % (state["started_at"], state.get("controller") or "?")
+    return ("%s is busy with run %s%s: %s. Stop it with `ansible-playbook -i <inventory> "
+            "clusterval.training.teardown -e training_run_id=%s`, or replace it with -e training_takeover=true"
+            % (node, state["run_id"], since, state["reason"], state["run_id"]))
+
+
+def list_labelled(socket_path: str, run_id: str = "") -> List[Dict[str, Any]]:
+    """The node's containers (any state) carrying the collection's run-id label, or only `run_id`'s."""
+    label = RUN_ID_LABEL + ("=" + run_id if run_id else "")
+    query = quote(json.dumps({"label": [label]}), safe="")
+    status, body = docker_get(socket_path, "/containers/json?all=1&filters=%s" % query, timeout=DOCKER_TIMEOUT_S)
+    if status != 200:
+        raise ValueError("answered HTTP %d listing containers" % status)
+    return labelled(json.loads(body.decode("utf-8")))
+
+
+def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, take: bool,
+          takeover: bool, stale_after_s: float) -> Dict[str, Any]:
+    """The busy check of one node, taking the lock when `take`.
+
+    Returns {check, took_over}: `took_over` names the run whose containers the caller removes
+    (takeover of a busy node), else None."""
+    path = lock_path(run_dir)
+    try:
+        containers = list_labelled(socket_path)
+    except (OSError, ValueError) as exc:
+        return {"check": _check(False, "cannot list the node's containers at %s: %s" % (socket_path, exc)),
+                "took_over": None}
+    lock = read_lock(path)
+    state = occupancy(run_id, lock, containers, stale_after_s)
+    if state["busy"] and not takeover:
+        return {"check": _check(False, busy_detail(node, state)), "took_over": None}
+    replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)
+    if take and not take_lock(path, lock_record(run_id, controller), replace=replace):
+        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s)
+    if state["busy"]:
+        detail = "takeover (training_takeover=true): run %s%s is torn down before this run starts (%s)" % (
+            state["run_id"], " from %s" % state["controller"] if state["controller"] else "", state["reason"])
+        return {"check": _check(True, detail), "took_over": state}
+    if state["stale"]:
+        return {"check": _check(True, "WARNING: took over the stale lock of run %s (started %s from %s): %s"
+                                % (state["run_id"], state["started_at"], state["controller"], state["reason"])),
+                "took_over": None}
+    what = "lock %s taken" % path if take else "no lock at %s" % path
+    return {"check": _check(True, "no other run on the node (%s)" % what), "took_over": None}
+
+
+def _check(ok: bool, detail: str) -> Dict[str, Any]:
+    return {"check": "busy", "ok": ok, "detail": detail}

@@ -1,0 +1,100 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The results document's verdict: checks (``_metrics``), culprit (``_culprit``), what was judged, headline.
+
+A PASS is earned: a metric whose threshold is not set, is info only, or is not enforced is named in
+``unjudged`` and in the headline (``PASS (throughput not judged: no thresholds for ...)``), and with
+``require_thresholds`` an unset threshold is a failed check.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible_collections.clusterval.training.plugins.module_utils._culprit import analyse, failure_headline
+from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import evaluate, failure_line, make_check
+from ansible_collections.clusterval.training.plugins.module_utils._report import SCHEMA_VERSION
+
+NOT_SET = "no threshold set"
+INFO_ONLY = "info only"
+NOT_ENFORCED = "not enforced (enforce_thresholds: false)"
+
+
+def unjudged_reason(threshold: Mapping[str, Any]) -> Optional[str]:
+    if threshold.get("kind") == "info":
+        return INFO_ONLY
+    if not threshold.get("set", True) or threshold.get("value") is None:
+        return NOT_SET
+    if threshold.get("enforce") is False:
+        return NOT_ENFORCED
+    return None
+
+
+def judged_and_unjudged(plan: Mapping[str, Any]) -> Dict[str, Any]:
+    judged: List[str] = []
+    unjudged: List[Dict[str, str]] = []
+    for threshold in plan.get("thresholds") or []:
+        metric = str(threshold.get("metric"))
+        reason = unjudged_reason(threshold)
+        if reason is None:
+            judged.append(metric)
+        else:
+            unjudged.append({"metric": metric, "reason": reason})
+    return {"judged": sorted(set(judged)), "unjudged": unjudged}
+
+
+def soften_unenforced(checks: List[Dict[str, Any]], unjudged: List[Dict[str, str]]) -> None:
+    """A threshold that is not enforced is reported, never failed."""
+    unenforced = {u["metric"] for u in unjudged if u["reason"] == NOT_ENFORCED}
+    for check in checks:
+        if check["check"] == "threshold" and check["metric"] in unenforced and check["status"] == "fail":
+            check["status"], check["detail"] = "info", check["detail"] + " (not enforced)"
+
+
+def required_threshold_checks(unjudged: List[Dict[str, str]]) -> List[Dict[str, Any]]:
+    return [make_check("cluster", "threshold", "fail", u["metric"], "a threshold", None,
+                       "%s: no threshold set, and training_require_thresholds is true (set one in the config, "
+                       "a threshold file, or -e training_baseline=<results.json>)" % u["metric"])
+            for u in unjudged if u["reason"] == NOT_SET]
+
+
+def pass_headline(unjudged: List[Dict[str, str]]) -> str:
+    throughput = [u["metric"] for u in unjudged if u["metric"] in THROUGHPUT_PREFERENCE and u["reason"] == NOT_SET]
+    others = [u["metric"] for u in unjudged if u["metric"] not in throughput]
+    notes = []
+    if throughput:
+        notes.append("throughput not judged: no thresholds for %s" % ", ".join(throughput))
+    if others:
+        notes.append("not judged: %s" % ", ".join(others))
+    return "PASS" + (" (%s)" % "; ".join(notes) if notes else "")
+
+
+def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pct: float = 10.0,
+            warmup_steps: Optional[int] = None, require_thresholds: bool = False) -> Dict[str, Any]:
+    """Everything ``training_assert`` returns of the results document (docs/results.md)."""
+    outcome = evaluate(plan, nodes, straggler_pct, warmup_steps)
+    scope = judged_and_unjudged(plan)
+    soften_unenforced(outcome["checks"], scope["unjudged"])
+    if require_thresholds:
+        outcome["checks"].extend(required_threshold_checks(scope["unjudged"]))
+    analysis = analyse(nodes)
+    failures = [failure_line(c) for c in outcome["checks"] if c["status"] == "fail"]
+    culprit = analysis["culprit"]
+    if culprit:
+        failures.sort(key=lambda line: not line.startswith("%s: " % culprit["host"]))
+    outcome.update(scope, failures=failures, verdict="FAIL" if failures else "PASS",
+                   schema_version=SCHEMA_VERSION, culprit=culprit if failures else None,
+                   consequences=analysis["consequences"] if failures else [],
+                   independent_failures=analysis["independent"] if failures else [],
+                   require_thresholds=require_thresholds, effective_model=plan.get("effective_model"),
+                   baseline=plan.get("baseline"))
+    outcome["headline"] = headline(outcome, analysis)
+    return outcome
+
+
+def headline(outcome: Mapping[str, Any], analysis: Mapping[str, Any]) -> Optional[str]:
+    """The culprit's line on a node failure; PASS with what was not judged; else None (the renderers
+    derive it from the first failed check)."""
+    if outcome["verdict"] == "PASS":
+        return pass_headline(outcome["unjudged"])
+    return failure_headline(analysis)

@@ -1,0 +1,118 @@
+#!/usr/bin/python
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: training_cleanup
+short_description: Remove a node's training containers, found by their labels, and what their runs left there
+version_added: 0.1.0
+description:
+  - Kills and removes every container on the node that carries the collection's C(clusterval.run_id) label, or
+    only those of O(run_id). Other containers are left alone. Needs no plan and no config.
+  - For every run whose container it removed, and for O(run_id), removes the run's lease file
+    (C(<run dir>/lease)), its lock (C(<run root>/clusterval.lock), only while that run holds it) and its
+    preflight marker (C(<data cache dir>/.clusterval-preflight-<run id>)); the run dir and data cache dir come
+    from the containers' labels (C(clusterval.run_dir), C(clusterval.data_cache_dir)) or from O(run_dir) and
+    O(data_cache_dir).
+  - Fails, after removing what it could, when the Docker daemon cannot be reached or refuses a removal.
+options:
+  docker_host:
+    description: The node's Docker daemon, a unix socket (C(unix:///var/run/docker.sock) or a path).
+    type: str
+    default: unix:///var/run/docker.sock
+  run_id:
+    description: Only this run's containers; empty removes the containers of every run.
+    type: str
+    default: ""
+  run_dir:
+    description: O(run_id)'s directory on the node, for its lease and lock when no container names it.
+    type: str
+    default: ""
+  data_cache_dir:
+    description: O(run_id)'s data cache directory, for its preflight marker when no container names it.
+    type: str
+    default: ""
+  timeout:
+    description: Seconds each call to the Docker daemon may take.
+    type: float
+    default: 30
+  node:
+    description: The node's name in RV(msg); default the host name.
+    type: str
+    default: ""
+extends_documentation_fragment:
+  - clusterval.training.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be removed.
+"""
+
+EXAMPLES = r"""
+- name: Remove every training container of the collection on the node
+  clusterval.training.training_cleanup:
+
+- name: Remove one run's containers, lease, lock and marker
+  clusterval.training.training_cleanup:
+    run_id: 20261125T020000Z-1a2b3c-mi300x_distributed_llama3_1_70b
+"""
+
+RETURN = r"""
+removed:
+  description: What was removed (or would be, in check mode), one readable item each.
+  returned: always
+  type: list
+  elements: str
+  sample: ["container rocm-jax-llama3.1-70b (run 20261125T020000Z-1a2b3c-x, running)", "lock /home/a/LOGS/clusterval/clusterval.lock"]
+containers:
+  description: The names of the containers removed.
+  returned: always
+  type: list
+  elements: str
+  sample: [rocm-jax-llama3.1-70b]
+runs:
+  description: The run ids whose containers or files were looked at.
+  returned: always
+  type: list
+  elements: str
+  sample: [20261125T020000Z-1a2b3c-x]
+msg:
+  description: One line for the node, C(nothing to remove) when nothing was there.
+  returned: always
+  type: str
+  sample: "node1 teardown: nothing to remove (any run)"
+"""
+
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            run_id=dict(type="str", default=""),
+            run_dir=dict(type="str", default=""),
+            data_cache_dir=dict(type="str", default=""),
+            timeout=dict(type="float", default=30.0),
+            node=dict(type="str", default=""),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
+                               module.check_mode, params["timeout"])
+    msg = _cleanup.summary(params["node"] or socket.gethostname(), outcome, params["run_id"])
+    result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
+                  runs=outcome["runs"], msg=msg)
+    if outcome["error"]:
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

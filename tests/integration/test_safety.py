@@ -1,0 +1,244 @@
+"""Never a job left holding the nodes, one run per node at a time, every wait bounded (issue 10).
+
+Real ansible-playbook, SSH and Docker daemons on the simulated cluster; each test ends with a check of what
+is still running on the nodes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container,
+                            run_train, sim_env, train_argv, training_containers, wait_for)
+
+pytestmark = pytest.mark.cluster
+
+PORT = 23456
+SIMCLUSTER = REPO / "scripts" / "simcluster"
+
+
+def env() -> dict:
+    return dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+
+
+def start_train(cluster, run_dir, hosts, extra=None, more_vars=None) -> subprocess.Popen:
+    argv = train_argv(cluster, JAX_MULTI, run_dir, hosts, extra)
+    if more_vars:
+        argv += ["-e", json.dumps(more_vars)]
+    out = open(str(run_dir) + "-ansible.out", "w")
+    return subprocess.Popen(argv, cwd=REPO, env=env(), stdout=out, stderr=subprocess.STDOUT)
+
+
+def output_of(run_dir) -> str:
+    return open(str(run_dir) + "-ansible.out").read()
+
+
+def finish(proc: subprocess.Popen, timeout=RUN_TIMEOUT_S) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def running(cluster, node: str) -> dict:
+    """name -> (id, run_id) of the node's running labelled containers."""
+    out = cluster.docker(node, "ps", "--filter", "label=clusterval.run_id",
+                         "--format", '{{.Names}} {{.ID}} {{.Label "clusterval.run_id"}}').stdout
+    return {name: (cid, run_id) for name, cid, run_id in (line.split() for line in out.splitlines() if line.strip())}
+
+
+def all_running(cluster, nodes) -> bool:
+    return all(running(cluster, node) for node in nodes)
+
+
+def teardown(cluster, hosts, *extra: str) -> subprocess.CompletedProcess:
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
+            "-e", "training_hosts=" + ":".join(hosts), *extra]
+    return subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          check=False)
+
+
+def leftover(cluster, node: str, run_id: str, name: str) -> None:
+    cluster.docker(node, "run", "-d", "--name", name, "--label", f"clusterval.run_id={run_id}",
+                   "--label", "clusterval.managed_by=clusterval.training", cluster.image, "sleep", "600")
+
+
+@pytest.fixture
+def nodes(simcluster) -> list[str]:
+    chosen = simcluster.nodes[:3]
+    teardown(simcluster, chosen)
+    return chosen
+
+
+def test_teardown_playbook_with_no_arguments_removes_a_leftover_job_and_says_so(simcluster, nodes):
+    name = simcluster.unique_name("leftover")
+    stranger = simcluster.unique_name("not-ours")
+    leftover(simcluster, nodes[1], "20261125T000000Z-aaaaaa-old", name)
+    simcluster.docker(nodes[1], "run", "-d", "--name", stranger, simcluster.image, "sleep", "600")
+    try:
+        proc = teardown(simcluster, nodes)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert f"{nodes[1]} teardown removed (any run): container {name}" in proc.stdout
+        assert f"{nodes[0]} teardown: nothing to remove (any run)" in proc.stdout
+        assert "1 item(s) removed on 3 node(s), every run" in proc.stdout
+        assert_no_training_container(simcluster, nodes)
+        assert stranger in simcluster.docker(nodes[1], "ps", "--format", "{{.Names}}").stdout
+    finally:
+        simcluster.docker(nodes[1], "rm", "-f", stranger, check=False)
+    again = teardown(simcluster, nodes)
+    assert again.returncode == 0 and "nothing to remove on 3 node(s), every run" in again.stdout
+
+
+def test_teardown_by_run_id_leaves_another_runs_container(simcluster, nodes):
+    mine, other = simcluster.unique_name("mine"), simcluster.unique_name("other")
+    leftover(simcluster, nodes[0], "run-mine", mine)
+    leftover(simcluster, nodes[0], "run-other", other)
+    proc = teardown(simcluster, nodes, "-e", "training_run_id=run-mine")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"container {mine} (run run-mine" in proc.stdout
+    assert training_containers(simcluster, nodes[0]) == [other]
+    teardown(simcluster, nodes)
+
+
+def test_a_second_run_on_busy_nodes_is_refused_before_any_container_changes(simcluster, nodes, tmp_path):
+    hosts = nodes[:2]
+    first = start_train(simcluster, tmp_path / "first", hosts, sim_env(STEP_SECONDS="1.5"))
+    try:
+        wait_for(lambda: all_running(simcluster, hosts), 120)
+        before = {node: running(simcluster, node) for node in hosts}
+        first_id = next(iter(before[hosts[0]].values()))[1]
+        second = run_train(simcluster, JAX_MULTI, tmp_path / "second", hosts)
+        assert second.returncode != 0
+        assert f"{hosts[0]} is busy with run {first_id} (started " in second.stdout
+        assert f"clusterval.training.teardown -e training_run_id={first_id}" in second.stdout
+        assert "training_takeover=true" in second.stdout
+        assert {node: running(simcluster, node) for node in hosts} == before, "the first run's containers changed"
+        assert finish(first) == 0, output_of(tmp_path / "first")[-4000:]
+    finally:
+        finish(first, 5)
+    assert "VERDICT: PASS" in output_of(tmp_path / "first")
+    assert_no_training_container(simcluster, hosts)
+
+
+def test_takeover_replaces_the_running_job_and_says_so(simcluster, nodes, tmp_path):
+    hosts = nodes[:2]
+    first = start_train(simcluster, tmp_path / "first", hosts, sim_env(STEP_SECONDS="3600"))
+    try:
+        wait_for(lambda: all_running(simcluster, hosts), 120)
+        first_id = next(iter(running(simcluster, hosts[0]).values()))[1]
+        second = run_train(simcluster, JAX_MULTI, tmp_path / "second", hosts, more_vars={"training_takeover": True})
+        assert second.returncode == 0, second.stdout[-4000:]
+        assert f"TAKEOVER of run {first_id}" in second.stdout
+        assert finish(first) != 0
+    finally:
+        finish(first, 5)
+    assert_no_training_container(simcluster, hosts)
+
+
+def test_a_busy_coordinator_port_is_refused_naming_node_port_and_holder(simcluster, nodes, tmp_path):
+    listener = subprocess.Popen([str(SIMCLUSTER), "exec", nodes[0], "--", "python3", "-c",
+                                 "import socket,time; s=socket.socket(); s.bind(('0.0.0.0', %d)); s.listen(); "
+                                 "time.sleep(300)" % PORT])
+    try:
+        time.sleep(2)
+        extra = {"config": {"container_config": {"env_dict": {"JAX_COORDINATOR_PORT": str(PORT)}}}}
+        proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes[:2], extra=extra)
+    finally:
+        listener.kill()
+        listener.wait()
+    assert proc.returncode != 0
+    assert f"preflight failed on {nodes[0]}: coordinator_port: port {PORT} is in use" in proc.stdout
+    assert "(python3)" in proc.stdout
+    assert_no_training_container(simcluster, nodes[:2])
+
+
+def test_a_dead_docker_daemon_on_one_node_fails_the_run_and_the_others_are_torn_down(simcluster, nodes, tmp_path):
+    victim = nodes[1]
+    pid_file = simcluster.state_dir / "nodes" / victim / "dockerd.pid"
+    run = start_train(simcluster, tmp_path, nodes, sim_env(STEP_SECONDS="1", HANG_AT_STEP="3"),
+                      more_vars={"train_hang_timeout": 8})
+    try:
+        wait_for(lambda: all_running(simcluster, nodes), 120)
+        os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        started = time.monotonic()
+        rc = finish(run)
+        elapsed = time.monotonic() - started
+    finally:
+        finish(run, 5)
+        subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(len(simcluster.nodes))], capture_output=True,
+                       timeout=300, check=False)
+    output = output_of(tmp_path)
+    assert rc != 0
+    assert f"{victim} teardown FAILED" in output
+    assert "VERDICT: PASS" not in output
+    assert elapsed < 150, f"took {elapsed:.0f}s"
+    assert_no_training_container(simcluster, [node for node in nodes if node != victim])
+    wait_for(lambda: simcluster.docker(victim, "info", check=False).returncode == 0, 60)
+    teardown(simcluster, [victim])
+    assert_no_training_container(simcluster, [victim])
+
+
+def test_a_fifo_as_the_log_fails_the_run_in_bounded_time_naming_it(simcluster, nodes, tmp_path):
+    hosts = nodes[:2]
+    run = start_train(simcluster, tmp_path, hosts, sim_env(STEP_SECONDS="1"))
+    try:
+        wait_for(lambda: all_running(simcluster, hosts), 120)
+        plan = json.loads(simcluster.docker(hosts[1], "inspect", next(iter(running(simcluster, hosts[1])))).stdout)
+        log = plan[0]["Config"]["Labels"]["clusterval.run_dir"] + "/training.log"
+        simcluster.ssh(hosts[1], f"rm -f {log} && mkfifo {log}")
+        started = time.monotonic()
+        rc = finish(run)
+        elapsed = time.monotonic() - started
+    finally:
+        finish(run, 5)
+    output = output_of(tmp_path)
+    assert rc != 0
+    assert f"{log} is a FIFO, not a regular file" in output
+    assert elapsed < 90, f"took {elapsed:.0f}s"
+    assert_no_training_container(simcluster, hosts)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tmp_path, signum):
+    hosts = nodes[:2]
+    run = start_train(simcluster, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
+    try:
+        wait_for(lambda: all_running(simcluster, hosts), 120)
+        run_id = next(iter(running(simcluster, hosts[0]).values()))[1]
+        run.send_signal(signum)
+        finish(run, 60)
+    finally:
+        finish(run, 5)
+    output = output_of(tmp_path)
+    assert run.returncode != 0
+    assert f"clusterval: {signal.Signals(signum).name}: the controller stops here" in output
+    assert "within the lease timeout (train_lease_timeout" in output
+    assert (f"ansible-playbook -i {simcluster.inventory} clusterval.training.teardown "
+            f"-e training_run_id={run_id}") in output
+    proc = teardown(simcluster, hosts, "-e", f"training_run_id={run_id}")
+    assert proc.returncode == 0 and f"run {run_id}" in proc.stdout
+    assert_no_training_container(simcluster, hosts)
+
+
+def test_teardown_goes_on_past_an_unreachable_node_and_names_it(simcluster, nodes):
+    lost = nodes[2]
+    name = simcluster.unique_name("leftover")
+    leftover(simcluster, nodes[0], "run-x", name)
+    simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
+    try:
+        started = time.monotonic()
+        proc = teardown(simcluster, nodes)
+        elapsed = time.monotonic() - started
+    finally:
+        simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
+    assert proc.returncode != 0
+    assert f"container {name} (run run-x" in proc.stdout
+    assert f"{lost} teardown FAILED: unreachable" in proc.stdout
+    assert elapsed < 120, f"took {elapsed:.0f}s"
+    assert_no_training_container(simcluster, nodes[:2])

@@ -1,0 +1,41 @@
+"""Teardown without a plan: the run's files go with its containers."""
+from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
+
+
+def test_a_runs_lease_and_marker_go_even_when_the_daemon_is_dead_but_its_lock_stays(tmp_path):
+    run_dir, cache = tmp_path / "logs" / "clusterval" / "r1", tmp_path / "cache"
+    run_dir.mkdir(parents=True)
+    cache.mkdir()
+    (run_dir / "lease").write_text("")
+    _runlock.take_lock(_runlock.lock_path(str(run_dir)), _runlock.lock_record("r1", "ctl"))
+    (cache / ".clusterval-preflight-r1").write_text("r1:node1")
+    (cache / ".clusterval-preflight-r9").write_text("r9:node1")
+    outcome = _cleanup.cleanup("unix://%s" % (tmp_path / "none.sock"), "r1", str(run_dir), str(cache))
+    assert "none.sock" in outcome["error"]
+    assert [item.split()[0] for item in outcome["removed"]] == ["lease", "preflight"]
+    assert _runlock.read_lock(_runlock.lock_path(str(run_dir)))["run_id"] == "r1", "the node stays locked"
+    assert sorted(p.name for p in cache.iterdir()) == [".clusterval-preflight-r9"]
+    assert "teardown FAILED (run r1)" in _cleanup.summary("node1", outcome, "r1")
+
+
+def test_another_runs_lock_stays(tmp_path):
+    run_dir = tmp_path / "clusterval" / "r1"
+    run_dir.mkdir(parents=True)
+    _runlock.take_lock(_runlock.lock_path(str(run_dir)), _runlock.lock_record("r2", "ctl"))
+    assert _cleanup.clear_run_files("r1", str(run_dir), "", dry_run=False) == []
+    assert _runlock.read_lock(_runlock.lock_path(str(run_dir)))["run_id"] == "r2"
+
+
+def test_nothing_there_says_so():
+    outcome = {"removed": [], "containers": [], "runs": [], "error": None}
+    assert _cleanup.summary("node1", outcome, "") == "node1 teardown: nothing to remove (any run)"
+
+
+def test_only_unix_sockets_are_docker_hosts_here():
+    assert _cleanup.socket_of("unix:///var/run/docker.sock") == "/var/run/docker.sock"
+    try:
+        _cleanup.socket_of("tcp://10.0.0.1:2375")
+    except ValueError as exc:
+        assert "tcp://10.0.0.1:2375" in str(exc)
+    else:
+        raise AssertionError("a tcp host was accepted")
