@@ -644,20 +644,31 @@ def stale(state: State, cluster: ClusterLimits, now: float) -> Optional[Decision
                                                f"{quiet:.0f} s (timeout {allowed:.0f} s) at step {state['last_step']}")
 
 
+def is_consequence(state: State) -> bool:
+    """A failure seen only through its effect on this node (a peer died, a watchdog, the agent's SIGTERM)."""
+    errors = state["errors"]
+    return (state["reason"] == "error" and bool(errors)
+            and all(e.get("consequence") or e.get("class") in SECONDARY_CLASSES for e in errors))
+
+
 def first_failure(states: Mapping[str, State]) -> Optional[State]:
     """The failed node that most likely holds the cause: a primary failure before a consequence, then the earliest."""
     failed = [s for s in states.values() if s["failed"]]
     if not failed:
         return None
-    return min(failed, key=lambda s: (is_secondary(s), s.get("failed_at") or 0.0))
+    return min(failed, key=lambda s: (is_consequence(s), s.get("failed_at") or 0.0))
 
 
 def settle_cluster(states: Mapping[str, State], cluster: ClusterLimits, now: float) -> bool:
-    """After the first failure, the other nodes get ``settle`` seconds to report their own cause; a node gone
-    quiet meanwhile (killed, cut off) may be the cause, so it gets the time to go stale and be named."""
+    """After the first failure, the other nodes get ``settle`` seconds to report their own cause; while the only
+    failures are consequences (a peer died), or a node went quiet meanwhile (killed, cut off: it may be the
+    cause), they get the stale timeout on top."""
     first = min((s.get("failed_at") or now for s in states.values() if s["failed"]), default=None)
     if first is None or now - first < cluster.settle:
         return False
+    culprit = first_failure(states)
+    if culprit is not None and is_consequence(culprit):
+        return now - first >= cluster.settle + cluster.stale_timeout
     pending_quiet = any(now - s["last_record_at"] > cluster.settle for s in states.values() if not s["done"])
     return not pending_quiet or now - first >= cluster.settle + cluster.stale_timeout
 
@@ -769,7 +780,7 @@ def save_cluster_states(directory: str, states: Mapping[str, State]) -> None:
     culprit = first_failure(states)
     if culprit is not None:
         write_json_atomically(abort_path(directory), {"host": culprit["host"], "reason": culprit["reason"],
-                                                      "msg": culprit["msg"], "secondary": is_secondary(culprit),
+                                                      "msg": culprit["msg"], "secondary": is_consequence(culprit),
                                                       "time": culprit.get("failed_at")})
 
 

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from test_train_e2e import JAX_MULTI, REPO, sim_env, train_argv, training_containers, training_underway
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, sim_env, train_argv, training_containers,
+                            training_underway)
 
 # inventories/simulated: train_lease_timeout 20; the container's stop grace is 10 s.
 LEASE_TIMEOUT_S = 20
@@ -60,3 +61,8 @@ def test_every_job_stops_within_the_lease_timeout_when_the_controller_goes(simcl
               for node in nodes for name in training_containers(simcluster, node)]
     # 124: the supervisor stopped the job (no container left at all is fine too: a teardown on SIGTERM).
     assert all(code == "124" for code in exited), exited
+    # The lock of the killed run stays until a teardown: the next test's run would be refused.
+    cleanup = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
+                              "-e", "training_hosts=" + ":".join(nodes)], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert cleanup.returncode == 0, cleanup.stdout[-2000:]

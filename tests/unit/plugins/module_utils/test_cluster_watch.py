@@ -140,3 +140,19 @@ def test_one_poll_of_512_nodes_costs_the_controller_well_under_a_second():
             decide(state, now)
         _watch.cluster_answer(states, FINAL, T0, now, [])
     assert (time.perf_counter() - started) / 2 < 0.25
+
+
+def test_while_only_consequences_are_seen_the_cause_gets_the_stale_timeout_to_appear():
+    states = states_of(["n1", "n2"])
+    for state in states.values():
+        feed(state, [{"t": "start"}, step(1)], T0 + 1)
+    feed(states["n1"], [{"t": "error", "class": "coordination", "text": "another task died", "consequence": True}],
+         T0 + 2)
+    decide(states["n1"], T0 + 2)
+    now = T0 + 2 + CLUSTER.settle + 1
+    feed(states["n2"], [{"t": "beat"}], now)
+    assert not _watch.settle_cluster(states, CLUSTER, now)
+    feed(states["n2"], [{"t": "exit", "exit_code": 1, "reason": "exit"}], now + 1)
+    assert decide(states["n2"], now + 1).reason == "exit"
+    assert _watch.first_failure(states)["host"] == "n2"
+    assert _watch.settle_cluster(states, CLUSTER, now + 1)
