@@ -1,41 +1,24 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Teardown on one node without a plan: the collection's containers, found by their labels, and
-what their runs left on the node (lease, lock, preflight marker)."""
+what their runs left (lease, lock, preflight marker, HF token copy, status directory)."""
 from __future__ import annotations
 
 import os
-import socket
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+import shutil
+from typing import Any, Dict, List, Mapping, Optional
 from urllib.parse import quote
 
-from ansible_collections.clusterval.training.plugins.module_utils import _runlock
+from ansible_collections.clusterval.training.plugins.module_utils import _launch, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
 
 DOCKER_TIMEOUT_S = 30.0
 
 
-def docker_delete(socket_path: str, path: str, timeout: float = DOCKER_TIMEOUT_S) -> Tuple[int, bytes]:
-    """An HTTP DELETE over the daemon's unix socket."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout)
-        conn.connect(socket_path)
-        conn.sendall(b"DELETE %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path.encode("ascii"))
-        chunks = []
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    head, dummy, body = b"".join(chunks).partition(b"\r\n\r\n")
-    fields = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-    if len(fields) < 2 or not fields[1].isdigit():
-        raise ValueError("answered %r" % " ".join(fields))
-    return int(fields[1]), body
-
-
 def remove_container(socket_path: str, container_id: str, timeout: float = DOCKER_TIMEOUT_S) -> None:
     """Kill and remove a container (docker rm -f); gone already is fine."""
-    status, body = docker_delete(socket_path, "/containers/%s?force=1" % quote(container_id, safe=""), timeout)
+    status, body = docker_request(socket_path, "DELETE", "/containers/%s?force=1" % quote(container_id, safe=""),
+                                  timeout)
     if status not in (204, 404):
         detail = body.decode("utf-8", "replace").strip()[:200]
         raise ValueError("answered HTTP %d removing %s: %s" % (status, container_id[:12], detail))
@@ -76,20 +59,34 @@ def remove_file(path: str, dry_run: bool) -> bool:
     return True
 
 
+def remove_tree(path: str, dry_run: bool) -> bool:
+    """Remove a directory every node may be removing at the same time (shared filesystem)."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return False
+    if not dry_run:
+        shutil.rmtree(path, ignore_errors=True)
+    return True
+
+
 def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool,
                     keep_lock: bool = False) -> List[str]:
-    """Remove the run's lease, its lock (when it holds it, unless `keep_lock`) and its preflight marker;
-    what was removed."""
+    """Remove the run's lease, the HF token copy the controller handed over, its lock (when it holds it,
+    unless `keep_lock`), its preflight marker and its status directory on the shared cache (a later run of
+    the same id never reads its records); what was removed."""
     removed = []
     if run_dir:
         if remove_file(_runlock.lease_path(run_dir), dry_run):
             removed.append("lease %s" % _runlock.lease_path(run_dir))
+        if remove_file(_launch.handed_token_path(run_dir), dry_run):
+            removed.append("HF token copy %s" % _launch.handed_token_path(run_dir))
         lock = _runlock.lock_path(run_dir)
         held = _runlock.read_lock(lock)
         if not keep_lock and held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
             removed.append("lock %s" % lock)
     if data_cache_dir and remove_file(_runlock.marker_path(data_cache_dir, run_id), dry_run):
         removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
+    if data_cache_dir and remove_tree(_launch.status_dir(data_cache_dir, run_id), dry_run):
+        removed.append("status directory %s" % _launch.status_dir(data_cache_dir, run_id))
     return removed
 
 

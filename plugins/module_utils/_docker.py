@@ -1,6 +1,6 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The Docker Engine API over the daemon's unix socket, read-only, with the standard library only.
+"""The Docker Engine API over the daemon's unix socket, with the standard library only.
 
 Node-side modules use it where a check must cost milliseconds and need no Docker SDK on the node.
 """
@@ -16,10 +16,15 @@ ENDED = ("exited", "dead", "missing")
 
 def docker_get(socket_path: str, path: str, timeout: float = 10.0) -> Tuple[int, bytes]:
     """An HTTP GET over the daemon's unix socket."""
+    return docker_request(socket_path, "GET", path, timeout)
+
+
+def docker_request(socket_path: str, method: str, path: str, timeout: float) -> Tuple[int, bytes]:
+    """(HTTP status, body) of one bodiless request over the daemon's unix socket."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         conn.connect(socket_path)
-        conn.sendall(b"GET %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path.encode("ascii"))
+        conn.sendall(b"%s %s HTTP/1.0\r\nHost: docker\r\n\r\n" % (method.encode("ascii"), path.encode("ascii")))
         chunks = []
         while True:
             chunk = conn.recv(65536)

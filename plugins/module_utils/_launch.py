@@ -3,15 +3,24 @@
 """The launch script: the training container's command on every node."""
 from __future__ import annotations
 
+import json
+import os
+import re
 import shlex
-from typing import Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 # Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
 HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
 
 
-def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path: str) -> str:
-    """Runs the framework's lines in its working directory, then records their exit status in exit_path."""
+def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path: str,
+                  prelude: Sequence[str] = ()) -> str:
+    """Runs the framework's lines in its working directory, then records their exit status in exit_path.
+
+    ``prelude``: POSIX sh lines run first, such as ``_rdma.prelude_lines(node["launch"]["rdma"])`` (contract 4:
+    they print one ``[clusterval] RDMA ...`` line and exit non-zero on failure, which ends the script with
+    that status recorded).
+    """
     lines = [
         "#!/bin/sh",
         "# clusterval.training launch script for run %s" % run_id,
@@ -19,8 +28,111 @@ def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path
         'finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }',
         'rm -f "$exit_file"',
         "if [ -r %s ]; then HF_TOKEN=$(cat %s) && export HF_TOKEN; fi" % (HF_TOKEN_MOUNT, HF_TOKEN_MOUNT),
+        *prelude_block(prelude),
         "cd %s || finish 126" % shlex.quote(workdir),
         *run_lines,
         "finish $?",
     ]
     return "\n".join(lines) + "\n"
+
+
+def prelude_block(prelude: Sequence[str]) -> list:
+    """The prelude inline (its exports reach the framework); ``finish`` is defined, so its lines may end with
+    ``|| finish 1`` to record the status, and a plain ``exit`` still ends the container with that status,
+    which the supervisor records."""
+    return list(prelude)
+
+
+# -- the node-side supervisor (plugins/module_utils/_supervise.py) --------------------------------
+
+SUPERVISOR_DIR = "supervisor"
+STATUS_ROOT = ".clusterval-status"
+PACKAGE = "ansible_collections.clusterval.training.plugins.module_utils"
+PACKAGE_PATH = PACKAGE.replace(".", "/")
+IMPORT_RE = re.compile(r"^\s*from ansible_collections\.clusterval\.training\.plugins\.module_utils\.(\w+) import",
+                       re.MULTILINE)
+BOOTSTRAP = (
+    "import os, sys\n"
+    "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
+    "from %s._supervise import main\n"
+    "sys.exit(main(sys.argv))\n" % PACKAGE
+)
+
+
+def handed_token_path(node_run_dir: str) -> str:
+    """Where a token handed over by the controller (AWX credential) lives on a node: beside the run
+    directory, not in it, so that the run directory's mount does not show it in the container."""
+    root, run = os.path.split(node_run_dir.rstrip("/"))
+    return "%s/.hf_token-%s" % (root, run)
+
+
+def status_dir(data_cache_dir: str, run_id: str) -> str:
+    """Where every node's supervisor appends its status stream and reads the run's lease: shared by all nodes."""
+    return "%s/%s/%s" % (data_cache_dir.rstrip("/"), STATUS_ROOT, run_id)
+
+
+def shared_lease_path(status_directory: str) -> str:
+    return "%s/lease" % status_directory
+
+
+def node_lease_path(node_run_dir: str) -> str:
+    """The lease file of contract 5: its content changes at each renewal."""
+    return "%s/lease" % node_run_dir
+
+
+def module_closure(module_utils_dir: str, start: str = "_supervise") -> Dict[str, str]:
+    """{module name: source} of ``start`` and every module_utils module it imports, transitively."""
+    found: Dict[str, str] = {}
+    pending = [start]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        with open(os.path.join(module_utils_dir, name + ".py"), encoding="utf-8") as handle:
+            found[name] = handle.read()
+        pending.extend(IMPORT_RE.findall(found[name]))
+    return found
+
+
+def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """The files the supervisor needs in the node run dir: its module_utils closure, a bootstrap, its config."""
+    base = "%s/%s" % (node_run_dir, SUPERVISOR_DIR)
+    files = [{"path": "%s/%s/%s.py" % (base, PACKAGE_PATH, name), "mode": "0644", "content": source}
+             for name, source in sorted(module_closure(module_utils_dir).items())]
+    files.append({"path": "%s/supervise.py" % base, "mode": "0644", "content": BOOTSTRAP})
+    files.append({"path": "%s/config.json" % base, "mode": "0644", "content": json.dumps(config, indent=1)})
+    files.append({"path": node_lease_path(node_run_dir), "mode": "0644",
+                  "content": json.dumps({"renewal": 0, "go": False})})
+    return files
+
+
+def supervised_command(node_run_dir: str, python: str = "python3") -> List[str]:
+    """The container's command: the supervisor, which runs the launch script as its child."""
+    base = "%s/%s" % (node_run_dir, SUPERVISOR_DIR)
+    return [python, "%s/supervise.py" % base, "%s/config.json" % base]
+
+
+def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings: Mapping[str, Any]) -> Dict[str, Any]:
+    """What one node's supervisor needs: paths, bounds and the parser's arguments."""
+    run_dir = node["run_dir"]
+    status = status_dir(plan["data_cache_dir"], plan["run_id"])
+    parse = {"framework": plan.get("framework", "auto"), "final_step": plan.get("final_step"),
+             "max_steps": int(settings.get("max_steps", 2000)), "patterns": list(settings.get("patterns") or []),
+             "advisories": list(settings.get("advisories") or [])}
+    parse.update(settings.get("parse_extra") or {})
+    return {
+        "host": node["host"],
+        "run_id": plan["run_id"],
+        "argv": list(node["container"]["command"]),
+        "node_run_dir": run_dir,
+        "log_path": node["log_path"],
+        "exit_path": node.get("exit_code_path"),
+        "status_dir": status,
+        "lease_paths": [shared_lease_path(status), node_lease_path(run_dir)],
+        "lease_timeout": float(settings["lease_timeout"]),
+        "deadline_s": float(settings["deadline"]),
+        "gang_timeout": float(settings["gang_timeout"]),
+        "poll_s": float(settings["poll_interval"]),
+        "stop_grace": float(settings.get("stop_grace", 10)),
+        "parse": parse,
+    }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from collections import deque
 from functools import lru_cache
 from dataclasses import dataclass, field
@@ -545,11 +546,26 @@ def is_completed(result: ParseResult, final_step: Optional[int]) -> bool:
     return result.last_step is not None and target is not None and result.last_step >= target
 
 
+FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+              (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_non_regular(path: str) -> None:
+    """Reading a FIFO blocks and /dev/zero never ends: only regular files are logs."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
+        raise ValueError("the training log %s is %s, not a regular file: refused (it could block or never end)"
+                         % (path, kind))
+
+
 def run_training_log(params: Dict[str, Any]) -> Dict[str, Any]:
-    """The training_log module's work: parse from the offset, return a small result."""
+    """The training_log module's work (and the supervisor's): parse a regular file from the offset, return a
+    small result."""
     for name in ("offset", "lineno", "max_steps"):
         if params.get(name) is not None and params[name] < 0:
             raise ValueError("%s: expected a number >= 0, found %s" % (name, params[name]))
+    refuse_non_regular(params["path"])
     max_steps = params.get("max_steps")
     parser = LogParser(params.get("framework") or "auto", params.get("patterns"), params.get("seq_length"),
                        params.get("world_size"), max_steps=max_steps, warmup_steps=params.get("warmup_steps"),

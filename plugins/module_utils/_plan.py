@@ -40,7 +40,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._launch import HF_TOKEN_MOUNT, launch_script
+from ansible_collections.clusterval.training.plugins.module_utils._launch import (
+    HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
@@ -115,6 +116,8 @@ class PlanOptions:
     warmup_steps: Optional[int] = None
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE
     now: Optional[datetime.datetime] = None
+    # The controller hands the HF token to every node (AWX credential): hf_token_file is the run's copy.
+    hf_token_handed: bool = False
 
 
 @dataclass
@@ -529,7 +532,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     container = container_parts(ctx)
     directories = unique([ctx.run_dir, absolute_path(ctx.config, "log_dir"), data_cache_dir]
                          + framework["directories"] + output_mounts(ctx, framework["workdir"]))
-    hf_token_file = ctx.config.get("hf_token_file")
+    hf_token_file = handed_token_path(ctx.run_dir) if ctx.options.hf_token_handed else ctx.config.get("hf_token_file")
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}

@@ -24,8 +24,6 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import M
 
 WATCH_DIR = "watch"
 ABORT_FILE = "abort.json"
-# Failure classes that usually follow another node's failure (a peer vanished) rather than cause it.
-SECONDARY_CLASSES = frozenset({"coordination", "network"})
 # Seconds a missing log is waited for after the launch before it counts as a failure.
 LOG_GRACE_S = 60.0
 MISSING_FILE = "No such file"
@@ -78,8 +76,9 @@ class Watch:
 
 # -- state files ----------------------------------------------------------------------------------
 
-def state_path(run_dir: str, host: str) -> str:
-    return os.path.join(run_dir, WATCH_DIR, f"{host}.json")
+def state_path(watch_directory: str, host: str) -> str:
+    """A node's state file in the run's watch directory (``watch_dir``)."""
+    return os.path.join(watch_directory, f"{host}.json")
 
 
 def abort_path(run_dir: str) -> str:
@@ -206,13 +205,15 @@ def first_nonfinite_step(steps: List[Dict[str, Any]]) -> Optional[Dict[str, Any]
 
 
 def root_error(errors: List[Dict[str, Any]]) -> Dict[str, Any]:
-    return next((e for e in errors if e.get("class") not in SECONDARY_CLASSES), errors[0])
+    """The node's own cause: its first error that is not a consequence of another node's failure
+    (``consequence``, set by the log parser from _failures.CONSEQUENCES)."""
+    return next((e for e in errors if not e.get("consequence")), errors[0])
 
 
 def is_secondary(state: State) -> bool:
     """A failure seen only as a lost peer: another node may hold the root cause."""
     return (state["reason"] == "error" and bool(state["errors"])
-            and root_error(state["errors"]).get("class") in SECONDARY_CLASSES)
+            and bool(root_error(state["errors"]).get("consequence")))
 
 
 def describe_error(host: str, error: Mapping[str, Any]) -> str:
@@ -360,7 +361,8 @@ def printer_of(plan: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
     return None
 
 
-def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str, Any]]) -> Dict[str, Any]:
+def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str, Any]],
+             advisories: Optional[List[str]] = None) -> Dict[str, Any]:
     """The arguments of clusterval.training.training_log for the next poll of this node."""
     node = watch.node
     args: Dict[str, Any] = {
@@ -377,6 +379,8 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
         args.update(container=node["container"]["name"], docker_socket=watch.docker_socket)
     if patterns:
         args["patterns"] = patterns
+    if advisories:
+        args["advisories"] = advisories
     if watch.framework == MEGATRON:
         args.update(megatron_sizes(node))
     return args
@@ -487,3 +491,316 @@ def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:
     if state.get("stopped_by"):
         result["stopped_by"] = state["stopped_by"]
     return result
+
+
+# -- the cluster watch: every node's supervisor stream, one task per poll ---------------------------
+
+# Keys of a stream record that are the stream's own, not the item's.
+RECORD_KEYS = ("t",)
+# Supervisor stop reasons and how the node state names them.
+SUPERVISOR_STOPS = {"lease": "aborted", "stopped": "aborted", "signal": "aborted", "deadline": "deadline",
+                    "gang": "error", "launch": "exit"}
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """Bounds of the cluster watch beyond Limits (seconds, by the controller's clock)."""
+    stale_timeout: float
+    exit_grace: float
+    settle: float
+    first_record_grace: float = LOG_GRACE_S
+
+
+def watch_dir(run_dir: str, run_id: str) -> str:
+    """Contract 2: a run's node states and abort file, never shared with another run of the same run dir."""
+    return os.path.join(run_dir, WATCH_DIR, run_id)
+
+
+def new_cluster_state(host: str, started_at: float) -> State:
+    state = new_state(host, started_at)
+    state.update(advisories=[], last_record_at=started_at, supervisor=None, rank_started_at=None,
+                 exit_reason=None, final_reached_at=None, failed_at=None, offset=0, lineno=0, stream_offset=0)
+    return state
+
+
+def item_of(record: Mapping[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in RECORD_KEYS}
+
+
+def fold_record(state: State, record: Mapping[str, Any], now: float) -> None:
+    """One supervisor record into the node state (contract 1); unknown keys of items are kept."""
+    kind = record.get("t")
+    if kind in ("up", "restarted") and state["supervisor"] is not None:
+        forget_earlier_supervisor(state)
+    if kind == "step":
+        step = item_of(record)
+        state["steps"].append(step)
+        state["last_step"] = step.get("step", state["last_step"])
+        state["last_progress_at"] = now
+    elif kind in ("error", "advisory"):
+        item = item_of(record)
+        if item.get("first_seen") is None:
+            item["first_seen"] = now
+        state["errors" if kind == "error" else "advisories"].append(item)
+    elif kind == "unreadable":
+        state["errors"].append({"class": "log", "text": "reading the training log failed: %s" % record.get("msg"),
+                                "line": None, "lineno": None, "pattern": None, "time": record.get("time"),
+                                "first_seen": now, "step": state["last_step"], "consequence": False})
+    elif kind == "meta":
+        fold_meta(state, record)
+    elif kind == "start":
+        state["rank_started_at"] = record.get("time")
+        state["supervisor"] = "running"
+    elif kind == "up":
+        state["supervisor"] = state["supervisor"] or "up"
+    elif kind == "exit":
+        state["exit_code"] = record.get("exit_code")
+        state["exit_reason"] = record.get("reason")
+        state["supervisor"] = "ended"
+
+
+def forget_earlier_supervisor(state: State) -> None:
+    """A new supervisor started this node's stream anew (a new container of the run id): what an earlier
+    one wrote says nothing about this job."""
+    fresh = new_cluster_state(state["host"], state["started_at"])
+    fresh.update(stream_offset=state["stream_offset"], polls=state["polls"])
+    state.clear()
+    state.update(fresh)
+
+
+def fold_meta(state: State, record: Mapping[str, Any]) -> None:
+    state["framework"] = record.get("framework") or state["framework"]
+    state["simulated"] = bool(state["simulated"] or record.get("simulated"))
+    state["completed"] = bool(state["completed"] or record.get("completed"))
+    if record.get("summary"):
+        state["summary"] = record["summary"]
+
+
+def fold_stream(state: State, read: Mapping[str, Any], now: float) -> None:
+    """What one read of a node's stream brought: its records, in order, and the new offset."""
+    records = read.get("records") or []
+    for record in records:
+        fold_record(state, record, now)
+    if records:
+        state["last_record_at"] = now
+    state["stream_offset"] = read.get("offset", state["stream_offset"])
+    state["polls"] += 1
+
+
+def decide_cluster_node(state: State, node: Mapping[str, Any], final_step: int, limits: Limits,
+                        cluster: ClusterLimits, printer: Optional[Mapping[str, Any]], now: float) -> Decision:
+    """Whether one node is done, from its supervisor's records: every rank's end is required."""
+    prints_steps = bool(node.get("prints_steps", True))
+    if state["final_reached_at"] is None:
+        state["final_reached_at"] = final_reached_at(state, final_step)
+    return (failure_in_log(state)
+            or supervisor_stop(state)
+            or ended(state, final_step, prints_steps)
+            or not_exiting(state, final_step, prints_steps, printer, cluster, now)
+            or deadline_passed(state, final_step, limits, now)
+            or hang(state, limits, prints_steps, now)
+            or stale(state, cluster, now)
+            or RUNNING)
+
+
+def supervisor_stop(state: State) -> Optional[Decision]:
+    reason = state.get("exit_reason")
+    if reason in (None, "exit"):
+        return None
+    words = {"lease": "its lease was not renewed in time", "stopped": "the controller asked it to stop",
+             "signal": "it was signalled (container stopped)", "deadline": "the run's deadline passed",
+             "gang": "the gang start never came", "launch": "the launch command could not start"}
+    return Decision(True, True, SUPERVISOR_STOPS.get(reason, "exit"),
+                    f"{state['host']}: the node's supervisor stopped the job at step {state['last_step']}: "
+                    f"{words.get(reason, reason)}")
+
+
+def ended(state: State, final_step: int, prints_steps: bool) -> Optional[Decision]:
+    """The process exited: non-zero fails; zero is a completion for a node that reached the final step."""
+    if state["exit_code"] is None:
+        return None
+    if int(state["exit_code"]) == 0 and prints_steps and state["final_reached_at"] is not None:
+        return Decision(True, False, "completed", f"{state['host']}: reached the final step {final_step} and exited 0")
+    if int(state["exit_code"]) == 0 and not prints_steps:
+        return Decision(True, False, "completed", f"{state['host']}: the training process exited with status 0")
+    return exit_decision(state, final_step, prints_steps)
+
+
+def final_reached_at(state: Mapping[str, Any], final_step: int) -> Optional[float]:
+    """When the node printed its final step (the poll that saw it), else None."""
+    if state.get("final_reached_at") is not None:
+        return state["final_reached_at"]
+    reached = state["completed"] or (state["last_step"] is not None and state["last_step"] >= final_step)
+    return state["last_progress_at"] if reached else None
+
+
+def not_exiting(state: State, final_step: int, prints_steps: bool, printer: Optional[Mapping[str, Any]],
+                cluster: ClusterLimits, now: float) -> Optional[Decision]:
+    """A rank whose job is over (its final step printed, or its printing node's) must also exit."""
+    if prints_steps:
+        over_since = state["final_reached_at"]
+    else:
+        over_since = final_reached_at(printer, final_step) if printer else None
+    if over_since is None or now - over_since <= cluster.exit_grace:
+        return None
+    why = "after its final step" if prints_steps else f"after the job's printing node {printer.get('host')} completed"
+    return Decision(True, True, "hang", f"{state['host']}: hang: the training process did not exit "
+                                        f"{cluster.exit_grace:.0f} s {why} (rank {state.get('node_rank', '?')})")
+
+
+def stale(state: State, cluster: ClusterLimits, now: float) -> Optional[Decision]:
+    """No record from the node's supervisor for too long: the node, its container or the shared FS is gone."""
+    allowed = cluster.stale_timeout if state["polls"] and state["supervisor"] else cluster.first_record_grace
+    quiet = now - state["last_record_at"]
+    if quiet <= allowed:
+        return None
+    return Decision(True, True, "unreachable", f"{state['host']}: no status from the node's supervisor for "
+                                               f"{quiet:.0f} s (timeout {allowed:.0f} s) at step {state['last_step']}")
+
+
+def is_consequence(state: State) -> bool:
+    """A failure seen only through its effect on this node (a peer died, a watchdog, the agent's SIGTERM)."""
+    errors = state["errors"]
+    return (state["reason"] == "error" and bool(errors)
+            and all(e.get("consequence") for e in errors))
+
+
+def first_failure(states: Mapping[str, State]) -> Optional[State]:
+    """The failed node that most likely holds the cause: a primary failure before a consequence, then the earliest."""
+    failed = [s for s in states.values() if s["failed"]]
+    if not failed:
+        return None
+    return min(failed, key=lambda s: (is_consequence(s), s.get("failed_at") or 0.0))
+
+
+def settle_cluster(states: Mapping[str, State], cluster: ClusterLimits, now: float) -> bool:
+    """After the first failure, the other nodes get ``settle`` seconds to report their own cause; while the only
+    failures are consequences (a peer died), or a node went quiet meanwhile (killed, cut off: it may be the
+    cause), they get the stale timeout on top."""
+    first = min((s.get("failed_at") or now for s in states.values() if s["failed"]), default=None)
+    if first is None or now - first < cluster.settle:
+        return False
+    culprit = first_failure(states)
+    if culprit is not None and is_consequence(culprit):
+        return now - first >= cluster.settle + cluster.stale_timeout
+    pending_quiet = any(now - s["last_record_at"] > cluster.settle for s in states.values() if not s["done"])
+    return not pending_quiet or now - first >= cluster.settle + cluster.stale_timeout
+
+
+def abort_the_rest(states: Mapping[str, State], culprit: State, now: float) -> None:
+    for state in states.values():
+        if not state["done"]:
+            state.update(done=True, failed=False, reason="aborted", stopped_by=culprit["host"], finished_at=now,
+                         msg=f"{state['host']}: stopped because {culprit['host']} failed: {culprit['msg']}")
+
+
+def apply_decision(state: State, decision: Decision, now: float) -> None:
+    if decision.done and not state["done"]:
+        state.update(done=True, failed=decision.failed, reason=decision.reason, msg=decision.msg, finished_at=now)
+        if decision.failed:
+            state["failed_at"] = now
+
+
+def rate_metric_of(states: Mapping[str, State]) -> Optional[str]:
+    for state in states.values():
+        if state["steps"]:
+            last = state["steps"][-1]
+            for key in THROUGHPUT_PREFERENCE:
+                if isinstance(last.get(key), (int, float)):
+                    return key
+    return None
+
+
+def median_of(values: List[float]) -> Optional[float]:
+    values = sorted(values)
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+
+
+def cluster_progress(states: Mapping[str, State], final_step: int, started_at: float, now: float,
+                     slowest_max: int = 5) -> Dict[str, Any]:
+    """Contract 6 ``progress``: counts, step spread, median rate, ETA and the slowest nodes."""
+    steps = [s["last_step"] for s in states.values() if s["last_step"] is not None]
+    metric = rate_metric_of(states)
+    rates = [s["steps"][-1][metric] for s in states.values()
+             if metric and s["steps"] and isinstance(s["steps"][-1].get(metric), (int, float))]
+    etas = [e for e in (eta_of(s, final_step) for s in states.values() if not s["done"]) if e is not None]
+    ranked = sorted(states.values(), key=lambda s: (-1 if s["last_step"] is None else s["last_step"], s["host"]))
+    return {
+        "nodes": len(states),
+        "done": sum(1 for s in states.values() if s["done"]),
+        "failed": sum(1 for s in states.values() if s["failed"]),
+        "final_step": final_step,
+        "step": {"min": min(steps) if steps else None, "median": median_of(steps), "max": max(steps) if steps else None},
+        "rate": {"median": median_of(rates)},
+        "rate_metric": metric,
+        "eta_s": max(etas) if etas else None,
+        "elapsed_s": round(now - started_at, 1),
+        "slowest": [{"host": s["host"], "step": s["last_step"]} for s in ranked[:slowest_max]
+                    if not s["done"] and steps and (s["last_step"] is None or s["last_step"] < max(steps))],
+    }
+
+
+def cluster_failures(states: Mapping[str, State]) -> List[Dict[str, Any]]:
+    """Contract 6 ``failures``: one line per failed node, the earliest first."""
+    failed = sorted((s for s in states.values() if s["failed"]), key=lambda s: s.get("failed_at") or 0.0)
+    lines = []
+    for state in failed:
+        error = root_error(state["errors"]) if state["errors"] else {}
+        lines.append({"host": state["host"], "class": error.get("class") or state["reason"],
+                      "step": error.get("step", state["last_step"]), "text": error.get("text") or state["msg"],
+                      "time": error.get("time") or state.get("failed_at")})
+    return lines
+
+
+def rank_start_spread(states: Mapping[str, State]) -> Optional[float]:
+    """Seconds between the first and the last rank's start (each node's clock)."""
+    starts = [s["rank_started_at"] for s in states.values() if isinstance(s.get("rank_started_at"), (int, float))]
+    return round(max(starts) - min(starts), 3) if len(starts) > 1 else (0.0 if starts else None)
+
+
+def cluster_answer(states: Mapping[str, State], final_step: int, started_at: float, now: float,
+                   suspects: List[str]) -> Dict[str, Any]:
+    """The contract-6 result of one poll."""
+    done = all(s["done"] for s in states.values())
+    culprit = first_failure(states)
+    if culprit is not None:
+        msg = culprit["msg"]
+        others = sum(1 for s in states.values() if s["failed"]) - 1
+        if others > 0:
+            msg += f" ({others} other node{'s' if others > 1 else ''} failed too)"
+    else:
+        msg = "every node completed" if done else ""
+    return {
+        "done": done,
+        "failed": culprit is not None,
+        "reason": (culprit["reason"] if culprit else ("completed" if done else "running")),
+        "msg": msg,
+        "progress": cluster_progress(states, final_step, started_at, now),
+        "failures": cluster_failures(states),
+        "suspects": suspects,
+        "rank_start_spread_s": rank_start_spread(states),
+        "simulated": any(s["simulated"] for s in states.values()),
+    }
+
+
+def save_cluster_states(directory: str, states: Mapping[str, State]) -> None:
+    """Contract 2 and 6: one node-state file per node under ``<run_dir>/watch/<run_id>/``, and abort.json
+    naming the node that most likely holds the cause."""
+    for state in states.values():
+        write_json_atomically(state_path(directory, state["host"]), state)
+    culprit = first_failure(states)
+    if culprit is not None:
+        write_json_atomically(abort_path(directory), {"host": culprit["host"], "reason": culprit["reason"],
+                                                      "msg": culprit["msg"], "secondary": is_consequence(culprit),
+                                                      "time": culprit.get("failed_at")})
+
+
+PROGRESS_FILE = "progress.json"
+
+
+def save_progress(directory: str, answer: Mapping[str, Any]) -> None:
+    """The latest poll's cluster result (small at any node count), for people and tools following the run."""
+    write_json_atomically(os.path.join(directory, PROGRESS_FILE), answer)

@@ -218,8 +218,6 @@ size:
   sample: 46634
 """
 
-import os
-import stat
 import threading
 
 from ansible.module_utils.basic import AnsibleModule
@@ -228,26 +226,12 @@ from ansible_collections.clusterval.training.plugins.module_utils._docker import
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 
-FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-              (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
-
-
-def refuse_non_regular(path):
-    """Reading a FIFO blocks and /dev/zero never ends: only regular files are logs."""
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in FILE_KINDS if test(mode)), "not a regular file")
-        raise ValueError("the training log %s is %s, not a regular file: refused (it could block or never end)"
-                         % (path, kind))
-
-
 def read_within(params, budget_s):
     """run_training_log on a regular file, in a thread given `budget_s` seconds; a blocked read is a named error."""
     outcome = {}
 
     def read():
         try:
-            refuse_non_regular(params["path"])
             outcome["result"] = run_training_log(params)
         except Exception as exc:  # handed to the caller's thread
             outcome["error"] = exc

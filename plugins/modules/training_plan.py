@@ -107,6 +107,13 @@ options:
       - Defaults to C(runs) under the directory C(ansible-playbook) (or ansible-runner) runs from, never inside
         the collection.
     type: path
+  hf_token_handed:
+    description:
+      - Whether the controller hands the HF token to every node. The C(preflight) role copies
+        C(training_hf_token_controller_file), which an AWX credential sets, and each node's C(hf_token_file) is
+        then the run's own copy C(<log_dir>/clusterval/.hf_token-<run id>) instead of the config's.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

@@ -6,11 +6,20 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: training_watch
-short_description: Poll one node's training log once and decide whether the node is done
+short_description: One poll of the whole cluster (or of one node) and whether the training is done
 version_added: 0.1.0
 description:
+  - With O(status_dir) (the cluster watch, used with C(run_once)), one call of M(clusterval.training.training_status)
+    on the task's host renews the run's lease and reads what every node's supervisor appended to its status stream;
+    the node states are decided together and the result is the cluster's (RV(progress) for the whole cluster,
+    RV(failures), RV(suspects)). The node states go to C(<run_dir>/watch/<run_id>/<host>.json) when the watch ends,
+    C(progress.json) there at every poll. The controller's cost per poll does not grow with the number of nodes.
+  - Every rank's end is required in the cluster watch, the silent ranks of Megatron-LM included; a rank that does
+    not exit O(exit_grace) seconds after its job is over fails as a hang, named.
+  - Without O(status_dir) (the direct check), the rest of this description applies to one node.
   - Runs M(clusterval.training.training_log) on the node from the byte offset the previous poll stopped at,
-    merges the new steps and errors into the node's state file C(<run_dir>/watch/<host>.json) on the controller,
+    merges the new steps and errors into the node's state file C(<run_dir>/watch/<run_id>/<host>.json) on the
+    controller,
     and returns whether the node is done.
   - Meant to be used with O(ignore:until=watch.done), O(ignore:retries) and O(ignore:delay), so that every retry is
     one poll and the C(clusterval.training.training_report) callback can print live progress.
@@ -20,7 +29,7 @@ description:
     removed), which fails the node at the next poll rather than after a timeout, when no new step appeared for
     O(hang_timeout) seconds (O(startup_timeout) before the first step), or when O(deadline) seconds passed since the
     first poll.
-  - When a node fails, the plugin writes C(<run_dir>/abort.json); the next poll of every other node returns
+  - When a node fails, the plugin writes C(<run_dir>/watch/<run_id>/abort.json); the next poll of every other node returns
     RV(done=true) with RV(stopped_by) naming the failed node, so the whole job stops at once.
   - Megatron-LM prints iteration lines on the last node of a job only; the other nodes of that job are done when
     their process exited or when the printing node completed.
@@ -36,7 +45,7 @@ options:
     type: dict
   run_dir:
     description:
-      - The run directory on the controller; the state files go to C(<run_dir>/watch/).
+      - The run directory on the controller; the state files go to C(<run_dir>/watch/<run_id>/).
     type: path
     required: true
   hang_timeout:
@@ -70,11 +79,43 @@ options:
     type: list
     elements: dict
     default: []
+  advisories:
+    description:
+      - Extra advisory patterns (regexes) handed to M(clusterval.training.training_log), for lines that healthy
+        nodes print; they are reported as advisories, never as failures.
+    type: list
+    elements: str
+    default: []
   docker_socket:
     description:
       - The Docker daemon's unix socket on the node, where the state of the plan's training container is read.
     type: path
     default: /var/run/docker.sock
+  status_dir:
+    description:
+      - The run's status directory on the shared C(data_cache_dir) (filter C(clusterval.training.status_dir)); given,
+        the task watches the whole cluster.
+    type: path
+  hosts:
+    description: The hosts to watch in the cluster watch; defaults to every host of the plan.
+    type: list
+    elements: str
+  stale_timeout:
+    description: Cluster watch - seconds without a record from a node's supervisor before the node is a suspect.
+    type: float
+    default: 30
+  exit_grace:
+    description: Cluster watch - seconds a rank may take to exit once its job is over.
+    type: float
+    default: 120
+  settle:
+    description: Cluster watch - seconds the other nodes get to report their own cause after the first failure.
+    type: float
+    default: 5
+  fresh:
+    description: Direct check - start from an empty state (read the whole log) instead of the saved one.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -93,6 +134,17 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Follow the whole cluster, one task per poll
+  clusterval.training.training_watch:
+    run_dir: "{{ training_run_dir }}"
+    status_dir: "{{ training_plan | clusterval.training.status_dir }}"
+    hosts: "{{ ansible_play_hosts }}"
+  register: watch
+  until: watch.done
+  retries: 7210
+  delay: 2
+  run_once: true
+
 - name: Follow the training on every node
   clusterval.training.training_watch:
     run_dir: "{{ training_run_dir }}"
@@ -128,7 +180,10 @@ msg:
   type: str
   sample: "node2: crash failure in the training log (line 57): Segmentation fault"
 progress:
-  description: The latest progress of the node.
+  description:
+    - The latest progress of the node; in the cluster watch, of the cluster (C(nodes), C(done), C(failed),
+      C(final_step), C(step{min,median,max}), C(rate{median}), C(rate_metric), C(eta_s), C(elapsed_s),
+      C(slowest[{host,step}])).
   returned: success
   type: dict
   sample: {"step": 12, "final_step": 29, "tokens_per_sec": 8672.8, "loss": 10.37, "eta_s": 94.2, "elapsed_s": 61.0}
@@ -143,11 +198,33 @@ errors:
   type: list
   elements: dict
   sample: [{"class": "crash", "lineno": 57, "line": 57, "text": "Segmentation fault", "pattern": "Segmentation fault"}]
+failures:
+  description: Cluster watch - one item per failed node, the earliest first (C(host), C(class), C(step), C(text), C(time)).
+  returned: cluster watch
+  type: list
+  elements: dict
+  sample: [{"host": "node3", "class": "crash", "step": 5, "text": "Segmentation fault", "time": 1795574232.3}]
+suspects:
+  description: Cluster watch - the nodes whose supervisor went quiet; the C(train) role looks at them directly.
+  returned: cluster watch
+  type: list
+  elements: str
+  sample: []
+rank_start_spread_s:
+  description: Cluster watch - seconds between the first and the last rank's start.
+  returned: cluster watch
+  type: float
+  sample: 0.09
+state_dir:
+  description: Cluster watch - the directory of the node states.
+  returned: cluster watch
+  type: str
+  sample: /srv/runs/20261125T101500Z-1a2b3c-llama/watch/20261125T101500Z-1a2b3c-llama
 state_path:
   description: The controller-side state file holding the accumulated steps, errors and offset.
-  returned: success
+  returned: direct check
   type: str
-  sample: /srv/runs/20261121T101500Z-mi300x/watch/node1.json
+  sample: /srv/runs/20261121T101500Z-mi300x/watch/20261121T101500Z-mi300x/node1.json
 simulated:
   description: Whether the log carries the simulator's banner.
   returned: success
@@ -155,7 +232,7 @@ simulated:
   sample: false
 host:
   description: The host this poll was for.
-  returned: success
+  returned: direct check
   type: str
   sample: node1
 """

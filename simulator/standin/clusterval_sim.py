@@ -18,6 +18,8 @@ from typing import Callable, Mapping, NoReturn
 BANNER = "[clusterval simulator]"
 DEFAULT_GPUS = 8
 DEFAULT_STEP_SECONDS = 0.2
+# Wall-clock seconds of the first step: real frameworks compile (XLA, torch.compile, NCCL warm-up) there.
+DEFAULT_FIRST_STEP_SECONDS = 2.0
 DEFAULT_TFLOPS = 400.0
 RENDEZVOUS_CAP_S = 120.0
 
@@ -111,14 +113,18 @@ class Speed:
     step_seconds: float
     tflops_per_device: float
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    first_step_seconds: float = DEFAULT_FIRST_STEP_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], faults: Faults, seed: int) -> "Speed":
         step = env_float(env, "CLUSTERVAL_SIM_STEP_SECONDS", DEFAULT_STEP_SECONDS)
         tflops = env_float(env, "CLUSTERVAL_SIM_TFLOPS", DEFAULT_TFLOPS)
-        if step < 0 or tflops <= 0:
-            raise SimFailure([f"{BANNER} CLUSTERVAL_SIM_STEP_SECONDS must be >= 0 and CLUSTERVAL_SIM_TFLOPS > 0"])
-        return cls(step * faults.slow_factor, tflops / faults.slow_factor, random.Random(seed))
+        first = env_float(env, "CLUSTERVAL_SIM_FIRST_STEP_SECONDS", DEFAULT_FIRST_STEP_SECONDS)
+        if step < 0 or tflops <= 0 or first < 0:
+            raise SimFailure([f"{BANNER} CLUSTERVAL_SIM_STEP_SECONDS and CLUSTERVAL_SIM_FIRST_STEP_SECONDS must be >= 0 "
+                              "and CLUSTERVAL_SIM_TFLOPS > 0"])
+        return cls(step * faults.slow_factor, tflops / faults.slow_factor, random.Random(seed),
+                   max(first, step) * faults.slow_factor)
 
     def jitter(self, spread: float = 0.02) -> float:
         return 1.0 + self.rng.uniform(-spread, spread)
@@ -319,14 +325,15 @@ def read_line(conn: socket.socket, deadline: float) -> str | None:
     return data.decode().strip()
 
 
-def pace(speed: Speed, rendezvous: Rendezvous) -> None:
-    """Sleep one simulated step, watching the peers while waiting."""
-    end = time.monotonic() + speed.step_seconds * speed.jitter(0.05)
+def pace(speed: Speed, rendezvous: Rendezvous, first: bool = False) -> float:
+    """Sleep one simulated step (the first one compiles: longer), watching the peers while waiting; its seconds."""
+    seconds = (speed.first_step_seconds if first else speed.step_seconds) * speed.jitter(0.05)
+    end = time.monotonic() + seconds
     while True:
         rendezvous.check_peers()
         remaining = end - time.monotonic()
         if remaining <= 0:
-            return
+            return seconds
         time.sleep(min(remaining, 0.05))
 
 

@@ -306,7 +306,7 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], script_path: str) -
                 hang_forever()
             if faults.crashes_at(step):
                 raise SimFailure(crash_lines())
-            pace(speed, rendezvous)
+            pace(speed, rendezvous, first=step == 0)
             seconds = step_seconds(step, compute_s, speed)
             loss = "nan" if faults.loss_is_nan(step) else f"{speed.loss(step):.3f}"
             say(f"completed step: {step}, seconds: {seconds:.3f}, "

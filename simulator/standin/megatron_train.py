@@ -272,7 +272,7 @@ def train(env: Mapping[str, str], script: str) -> int:
                 hang_forever()
             if faults.crashes_at(it):
                 raise SimFailure(crash_lines(job))
-            pace(speed, rendezvous)
+            pace(speed, rendezvous, first=it == 1)
             it_ms = ms * speed.jitter() * (6.0 if it == 1 else 1.0)
             it_tflops = flops_per_iteration(job) / (it_ms / 1000 * job.world) / 1e12
             mem = 0.62 + 0.1 * (job.model_size == 70) + speed.rng.uniform(0, 0.01)

@@ -65,6 +65,25 @@ def assert_no_training_container(cluster, nodes: list[str]) -> None:
         assert training_containers(cluster, node) == [], f"{node} still runs a training container"
 
 
+def watch_file(run_dir: Path, name: str) -> Path:
+    """A file of the run's watch directory (``<run dir>/watch/<run id>/``)."""
+    found = sorted(run_dir.glob(f"watch/*/{name}"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def training_underway(run_dir: Path) -> bool:
+    """The cluster watch saw a step on some node."""
+    for path in run_dir.glob("watch/*/progress.json"):
+        try:
+            progress = json.loads(path.read_text())["progress"]
+        except (ValueError, KeyError):
+            continue
+        if progress["step"]["max"] is not None:
+            return True
+    return False
+
+
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
@@ -130,7 +149,7 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
                      more_vars={"train_hang_timeout": 8})
     elapsed = time.monotonic() - started
     assert proc.returncode != 0
-    abort = json.loads((tmp_path / "abort.json").read_text())
+    abort = json.loads(watch_file(tmp_path, "abort.json").read_text())
     assert abort["host"] == nodes[1] or cause == "nan", abort
     assert cause in abort["msg"].lower() or cause in abort["reason"], abort
     assert abort["host"] in proc.stdout
@@ -189,7 +208,7 @@ def test_a_training_container_killed_from_outside_fails_at_the_next_poll(simclus
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for((tmp_path / "watch" / f"{victim}.json").exists, 120)
+        wait_for(lambda: training_underway(tmp_path), 120)
         simcluster.docker(victim, "kill", *training_containers(simcluster, victim))
         started = time.monotonic()
         output, dummy = proc.communicate(timeout=RUN_TIMEOUT_S)
@@ -211,7 +230,7 @@ def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tm
     with open(out_path, "w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for((tmp_path / "watch" / f"{lost}.json").exists, 120)
+        wait_for(lambda: training_underway(tmp_path), 120)
         simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
         started = time.monotonic()
         proc.wait(timeout=RUN_TIMEOUT_S)
@@ -242,7 +261,7 @@ def test_rerun_after_an_interrupted_run_is_refused_then_takes_over_the_stale_con
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        wait_for((first / "watch" / f"{nodes[0]}.json").exists, 120)
+        wait_for(lambda: training_underway(first), 120)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -268,7 +287,7 @@ def test_the_hf_token_appears_nowhere(simcluster, nodes, tmp_path):
     with open(out_path, "w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for((tmp_path / "watch" / f"{nodes[0]}.json").exists, 120)
+        wait_for(lambda: training_underway(tmp_path), 120)
         inspect = "".join(simcluster.docker(node, "inspect", name, check=False).stdout
                           for node in nodes for name in training_containers(simcluster, node))
         proc.wait(timeout=RUN_TIMEOUT_S)

@@ -63,7 +63,7 @@ class StandIn:
 
     def env(self, extra: dict[str, str]) -> dict[str, str]:
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CLUSTERVAL_SIM_DEVICE_ROOT": str(self.dev),
-                "CLUSTERVAL_SIM_STEP_SECONDS": "0.01"}
+                "CLUSTERVAL_SIM_STEP_SECONDS": "0.01", "CLUSTERVAL_SIM_FIRST_STEP_SECONDS": "0"}
         return {**base, **extra}
 
     def maxtext(self, *args: str, env: dict[str, str] | None = None, yaml: str | None = None,

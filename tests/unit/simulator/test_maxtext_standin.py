@@ -195,3 +195,13 @@ def test_start_delay(standin):
     started = time.monotonic()
     assert standin.maxtext(env={"CLUSTERVAL_SIM_START_DELAY": "1"}).returncode == 0
     assert time.monotonic() - started >= 1
+
+
+def test_the_first_step_is_the_slowest_as_compilation_makes_it(standin):
+    proc = standin.maxtext_popen({"CLUSTERVAL_SIM_FIRST_STEP_SECONDS": "1.5"})
+    time.sleep(1.0)
+    early = proc.poll()
+    out, dummy = proc.communicate(timeout=60)
+    assert early is None and proc.returncode == 0
+    printed = {int(r[0]): float(r[1]) for r in steps(out)}
+    assert printed[0] == max(printed.values())

@@ -18,6 +18,27 @@ def test_a_runs_lease_and_marker_go_even_when_the_daemon_is_dead_but_its_lock_st
     assert "teardown FAILED (run r1)" in _cleanup.summary("node1", outcome, "r1")
 
 
+def test_the_runs_status_directory_on_the_shared_cache_goes_and_no_other(tmp_path):
+    cache = tmp_path / "cache"
+    for run in ("r1", "r2"):
+        (cache / ".clusterval-status" / run / "nodes").mkdir(parents=True)
+        (cache / ".clusterval-status" / run / "nodes" / "node1.jsonl").write_text('{"t": "up"}\n')
+    removed = _cleanup.clear_run_files("r1", "", str(cache), dry_run=False)
+    assert removed == ["status directory %s" % (cache / ".clusterval-status" / "r1")]
+    assert sorted(p.name for p in (cache / ".clusterval-status").iterdir()) == ["r2"]
+    assert _cleanup.clear_run_files("r1", "", str(cache), dry_run=False) == [], "a second node finds it gone"
+
+
+def test_the_token_copy_the_controller_handed_over_goes_with_the_run(tmp_path):
+    run_dir = tmp_path / "clusterval" / "r1"
+    run_dir.mkdir(parents=True)
+    (tmp_path / "clusterval" / ".hf_token-r1").write_text("hf_x")
+    (tmp_path / "clusterval" / ".hf_token-r2").write_text("hf_y")
+    removed = _cleanup.clear_run_files("r1", str(run_dir), "", dry_run=False)
+    assert removed == ["HF token copy %s" % (tmp_path / "clusterval" / ".hf_token-r1")]
+    assert (tmp_path / "clusterval" / ".hf_token-r2").exists()
+
+
 def test_another_runs_lock_stays(tmp_path):
     run_dir = tmp_path / "clusterval" / "r1"
     run_dir.mkdir(parents=True)

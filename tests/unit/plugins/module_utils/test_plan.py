@@ -1,8 +1,8 @@
 import copy
 import datetime
-import re
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -171,6 +171,14 @@ def test_the_container_runs_the_launch_script_and_the_token_stays_out_of_its_spe
     assert not any("TOKEN" in key for key in node["container"]["env"])
     token_path = node["launch"]["hf_token_path"]
     assert "HF_TOKEN=$(cat %s) && export HF_TOKEN" % token_path in launch_file["content"]
+
+
+def test_a_token_handed_over_by_the_controller_is_the_runs_own_copy_beside_the_run_dir():
+    options = PlanOptions(config_path="/c/x.json", run_id="r1", hf_token_handed=True)
+    plan = plan_run(config("jax/mi300x_singlenode_llama3_1_70b.json"), HOSTS, options)
+    node = node_view(plan, HOSTS[0].name)
+    assert node["hf_token_file"] == os.path.dirname(node["run_dir"]) + "/.hf_token-r1"
+    assert not node["hf_token_file"].startswith(node["run_dir"] + "/"), "the run dir's mount would show it"
 
 
 def test_default_run_id_uses_utc_time_and_config_name():

@@ -48,8 +48,9 @@ def poll(steps=(), errors=(), completed=False, exit_code=None, offset=100, linen
             "offset": offset, "lineno": lineno, "framework": "maxtext", "simulated": False, "summary": {}, **extra}
 
 
-def error(failure_class, text, line=57):
-    return {"class": failure_class, "line": line, "lineno": line, "text": text, "pattern": text}
+def error(failure_class, text, line=57, consequence=False):
+    return {"class": failure_class, "line": line, "lineno": line, "text": text, "pattern": text,
+            "consequence": consequence}
 
 
 def run_poll(watch, result, now=T0 + 10, abort=None):
@@ -123,7 +124,7 @@ def test_a_failure_signature_fails_the_node_and_writes_the_cause_to_abort_json(t
 
 
 def test_the_root_cause_is_named_before_the_lost_peer_it_caused(tmp_path):
-    errors = [error("network", "NCCL WARN Connection closed by remote peer", 40), error("gpu", "HIP error", 41)]
+    errors = [error("network", "NCCL WARN Connection closed by remote peer", 40, consequence=True), error("gpu", "HIP error", 41)]
     answer = run_poll(watch_of(tmp_path, "n1"), poll(errors=errors))
     assert answer["msg"] == "n1: gpu failure in the training log (line 41): HIP error"
     assert read_abort(tmp_path)["secondary"] is False
@@ -156,7 +157,7 @@ def test_a_finished_node_keeps_its_answer_on_later_polls(tmp_path):
 
 
 def test_a_real_cause_replaces_a_lost_peer_symptom_in_abort_json(tmp_path):
-    peer_lost = run_poll(watch_of(tmp_path, "n1"), poll(errors=[error("coordination", "Barrier timed out")]))
+    peer_lost = run_poll(watch_of(tmp_path, "n1"), poll(errors=[error("coordination", "Barrier timed out", consequence=True)]))
     assert (peer_lost["failed"], read_abort(tmp_path)["secondary"]) == (True, True)
     abort_seen = read_abort(tmp_path)
     cause = run_poll(watch_of(tmp_path, "n2"), poll(errors=[error("gpu", "GPU Hang")]), abort=abort_seen)
@@ -350,7 +351,7 @@ def test_state_round_trips_through_its_file_without_leftovers(tmp_path):
     assert loaded["polls"] == 5 and loaded["started_at"] == T0
     assert math.isinf(loaded["steps"][0]["loss"])
     assert {k: v for k, v in loaded.items() if k != "steps"} == {k: v for k, v in state.items() if k != "steps"}
-    assert os.listdir(tmp_path / "watch") == ["n1.json"]
+    assert os.listdir(tmp_path) == ["n1.json"]
 
 
 def test_read_json_of_a_missing_file_is_none(tmp_path):

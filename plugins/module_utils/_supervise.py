@@ -1,0 +1,292 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The node-side supervisor: the training container's first process on every node.
+
+It waits for the gang start, runs the launch script as its child, parses the training log incrementally
+with ``_logs`` and appends what it found to its node's status stream on the shared ``data_cache_dir``
+(``<status dir>/nodes/<host>.jsonl``, one JSON object a line) and to ``<node run dir>/status.json``.
+The controller reads every stream with one task per poll and renews one lease file; the supervisor stops
+its job (SIGTERM to the process group, then SIGKILL) when no lease was renewed for ``lease_timeout``
+seconds, when the run's deadline passed, or when the controller writes ``stop`` into the lease.
+The container ends with it: no job outlives its run. Standard library only (it runs in the framework's
+image); Python 3.6+.
+
+Stream records (``t``): ``up`` (waiting for the gang start), ``start`` (child started), ``step``,
+``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``exit`` (the end:
+``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
+
+STOP_GRACE_S = 10.0
+GANG_POLL_S = 0.1
+# Exit status of the supervisor when it stopped the job itself (as timeout(1) does).
+STOPPED_STATUS = 124
+
+
+def stream_path(status_dir: str, host: str) -> str:
+    return os.path.join(status_dir, "nodes", "%s.jsonl" % host)
+
+
+def append_records(path: str, records: List[Dict[str, Any]], fresh: bool = False) -> None:
+    """Open, append, close: closing flushes to an NFS server so that other clients see the lines.
+    ``fresh`` starts the stream anew (a new container of the run: nothing of an earlier one is read)."""
+    if not records:
+        return
+    data = "".join(json.dumps(r, allow_nan=True, separators=(",", ":")) + "\n" for r in records)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if fresh else 0), 0o644)
+    try:
+        os.write(fd, data.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str, data: Dict[str, Any]) -> None:
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".status-", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, allow_nan=True)
+    os.replace(tmp, path)
+
+
+def read_small(path: str) -> Optional[str]:
+    try:
+        with open(path, "r", errors="replace") as handle:
+            return handle.read(4096)
+    except OSError:
+        return None
+
+
+class Lease:
+    """Renewed when any lease file's content changed since the last look, by this node's monotonic clock
+    (the controller's and the file server's clocks never count)."""
+
+    def __init__(self, paths: List[str], timeout: float, now: float) -> None:
+        self.paths = paths
+        self.timeout = timeout
+        self.seen: Dict[str, Optional[str]] = {p: read_small(p) for p in paths}
+        self.renewed_at = now
+
+    def look(self, now: float) -> Dict[str, bool]:
+        """``go`` and ``stop`` as any lease file says them, renewing when any content changed."""
+        said = {"go": False, "stop": False}
+        for path in self.paths:
+            text = read_small(path)
+            if text is not None and text != self.seen.get(path):
+                self.seen[path] = text
+                self.renewed_at = now
+            content = parse_lease(self.seen.get(path))
+            for key in said:
+                said[key] = said[key] or bool(content.get(key))
+        return said
+
+    def expired(self, now: float) -> bool:
+        return now - self.renewed_at > self.timeout
+
+
+def parse_lease(text: Optional[str]) -> Dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class Supervisor:
+    def __init__(self, config: Dict[str, Any]) -> None:
+        self.config = config
+        self.host = config["host"]
+        self.stream = stream_path(config["status_dir"], self.host)
+        self.status_file = os.path.join(config["node_run_dir"], "status.json")
+        self.poll_s = float(config.get("poll_s", 2.0))
+        self.lease = Lease(list(config["lease_paths"]), float(config["lease_timeout"]), time.monotonic())
+        self.parse_args = dict(config.get("parse", {}))
+        self.parse_args.update(path=config["log_path"], offset=0, lineno=0,
+                               exit_code_path=config.get("exit_path"))
+        self.child: Optional[subprocess.Popen] = None
+        self.seq = 0
+        self.last_step: Optional[int] = None
+        self.signalled: Optional[int] = None
+        self.started_at: Optional[float] = None
+
+    # -- the records -------------------------------------------------------------------------------
+
+    def emit(self, records: List[Dict[str, Any]], fresh: bool = False) -> None:
+        try:
+            append_records(self.stream, records, fresh)
+        except OSError as exc:
+            sys.stderr.write("[clusterval] status stream %s: %s\n" % (self.stream, exc))
+
+    def beat(self, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        self.seq += 1
+        record = {"t": "beat", "seq": self.seq, "time": time.time(), "last_step": self.last_step,
+                  "started_at": self.started_at}
+        record.update(extra or {})
+        return record
+
+    def write_status(self, record: Dict[str, Any]) -> None:
+        try:
+            write_atomically(self.status_file, dict(record, host=self.host))
+        except OSError:
+            pass
+
+    # -- parsing -----------------------------------------------------------------------------------
+
+    def parse(self, final: bool = False) -> List[Dict[str, Any]]:
+        args = dict(self.parse_args, final=final)
+        try:
+            result = run_training_log(args)
+        except (OSError, ValueError) as exc:
+            if "No such file" in str(exc) and not final:
+                return []
+            return [{"t": "unreadable", "msg": str(exc), "time": time.time()}]
+        self.parse_args.update(offset=result["offset"], lineno=result["lineno"])
+        return self.records_of(result)
+
+    def records_of(self, result: Dict[str, Any]) -> List[Dict[str, Any]]:
+        now = time.time()
+        records: List[Dict[str, Any]] = []
+        for step in result.get("steps") or []:
+            if self.last_step is None or step.get("step", -1) > self.last_step:
+                self.last_step = step.get("step", self.last_step)
+                records.append(dict(step, t="step", time=step.get("time") or now))
+        for error in result.get("errors") or []:
+            records.append(dict(error, t="error", first_seen=error.get("first_seen") or now))
+        for advisory in result.get("advisories") or []:
+            records.append(dict(advisory, t="advisory", first_seen=advisory.get("first_seen") or now))
+        meta = {"framework": result.get("framework"), "simulated": bool(result.get("simulated"))}
+        if result.get("summary"):
+            meta["summary"] = result["summary"]
+        if result.get("completed"):
+            meta["completed"] = True
+        records.append(dict(meta, t="meta"))
+        return records
+
+    # -- the job -----------------------------------------------------------------------------------
+
+    def wait_for_gang_start(self) -> Optional[str]:
+        """None once the controller opened the start, else why not (gang timeout, stop, signal)."""
+        self.emit([{"t": "up", "time": time.time(), "pid": os.getpid()}], fresh=True)
+        bound = time.monotonic() + float(self.config.get("gang_timeout", 600))
+        next_beat = 0.0
+        while time.monotonic() < bound:
+            lease = self.lease.look(time.monotonic())
+            if self.signalled:
+                return "signal"
+            if lease.get("stop"):
+                return "stopped"
+            if lease.get("go"):
+                return None
+            if time.monotonic() >= next_beat:
+                self.emit([self.beat({"waiting": True})])
+                next_beat = time.monotonic() + self.poll_s
+            time.sleep(GANG_POLL_S)
+        return "gang"
+
+    def start_child(self) -> None:
+        self.started_at = time.time()
+        self.child = subprocess.Popen(self.config["argv"], start_new_session=True)
+        self.lease.renewed_at = time.monotonic()
+        self.emit([{"t": "start", "time": self.started_at, "pid": self.child.pid}])
+
+    def stop_reason(self, deadline: float) -> Optional[str]:
+        now = time.monotonic()
+        lease = self.lease.look(now)
+        if self.signalled:
+            return "signal"
+        if lease.get("stop"):
+            return "stopped"
+        if self.lease.expired(now):
+            return "lease"
+        if now > deadline:
+            return "deadline"
+        return None
+
+    def stop_child(self) -> Optional[int]:
+        """SIGTERM to the child's process group, SIGKILL after the grace period; its exit status."""
+        child = self.child
+        if child is None:
+            return None
+        for sig, wait_s in ((signal.SIGTERM, float(self.config.get("stop_grace", STOP_GRACE_S))), (signal.SIGKILL, 5.0)):
+            if child.poll() is not None:
+                break
+            try:
+                os.killpg(child.pid, sig)
+            except OSError:
+                pass
+            try:
+                child.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+        return child.poll()
+
+    def follow(self) -> Dict[str, Any]:
+        """Poll until the child exits or the job must stop; the exit record."""
+        deadline = time.monotonic() + float(self.config["deadline_s"])
+        while True:
+            exit_code = self.child.poll() if self.child else None
+            records = self.parse(final=exit_code is not None)
+            if exit_code is not None:
+                return self.finish(records, exit_code, "exit")
+            reason = self.stop_reason(deadline)
+            if reason:
+                exit_code = self.stop_child()
+                return self.finish(records + self.parse(final=True), exit_code, reason)
+            beat = self.beat()
+            self.emit(records + [beat])
+            self.write_status(beat)
+            time.sleep(self.poll_s)
+
+    def finish(self, records: List[Dict[str, Any]], exit_code: Optional[int], reason: str) -> Dict[str, Any]:
+        record = {"t": "exit", "time": time.time(), "exit_code": exit_code, "reason": reason,
+                  "last_step": self.last_step, "started_at": self.started_at}
+        if exit_code is not None and exit_code < 0:
+            record["signal"] = -exit_code
+        self.emit(records + [record])
+        self.write_status(record)
+        return record
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        not_started = self.wait_for_gang_start()
+        if not_started:
+            self.finish([], None, not_started)
+            return STOPPED_STATUS
+        try:
+            self.start_child()
+        except OSError as exc:
+            sys.stderr.write("[clusterval] cannot start %s: %s\n" % (self.config["argv"], exc))
+            self.finish([], 127, "launch")
+            return 127
+        record = self.follow()
+        if record["reason"] != "exit":
+            sys.stderr.write("[clusterval] supervisor stopped the job on %s: %s\n" % (self.host, record["reason"]))
+            return STOPPED_STATUS
+        code = record["exit_code"]
+        return 128 - code if code < 0 else code
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        del frame
+        self.signalled = signum
+
+
+def main(argv: List[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: supervise.py CONFIG.json\n")
+        return 2
+    with open(argv[1]) as handle:
+        config = json.load(handle)
+    return Supervisor(config).run()

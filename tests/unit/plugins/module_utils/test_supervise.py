@@ -1,0 +1,73 @@
+"""The node-side supervisor with a real child process: gang start, exit status, the lease, the deadline."""
+import json
+import sys
+import time
+
+from ansible_collections.clusterval.training.plugins.module_utils import _supervise
+
+
+def make_config(tmp_path, argv, lease_timeout=30.0, deadline=60.0, go=True):
+    status = tmp_path / "status"
+    (status / "nodes").mkdir(parents=True)
+    (status / "lease").write_text(json.dumps({"renewal": 1, "go": go}))
+    node_dir = tmp_path / "node"
+    node_dir.mkdir()
+    return {"host": "n1", "run_id": "r", "argv": argv, "node_run_dir": str(node_dir),
+            "log_path": str(node_dir / "training.log"), "exit_path": None, "status_dir": str(status),
+            "lease_paths": [str(status / "lease"), str(node_dir / "lease")], "lease_timeout": lease_timeout,
+            "deadline_s": deadline, "gang_timeout": 5.0, "poll_s": 0.2, "stop_grace": 2.0,
+            "parse": {"framework": "maxtext", "final_step": 3, "max_steps": 100, "patterns": []}}
+
+
+def records(config):
+    path = _supervise.stream_path(config["status_dir"], config["host"])
+    return [json.loads(line) for line in open(path)]
+
+
+def test_the_childs_exit_status_and_its_steps_are_recorded(tmp_path):
+    log = tmp_path / "node" / "training.log"
+    script = ("import sys; f = open(%r, 'a'); "
+              "[f.write('completed step: %%d, seconds: 1.0, TFLOP/s/device: 100.0, Tokens/s/device: 500.0, "
+              "total_weights: 100, loss: 9.0\\n' %% i) for i in range(4)]; f.close(); sys.exit(3)") % str(log)
+    config = make_config(tmp_path, [sys.executable, "-c", script])
+    stale = '{"t": "exit", "exit_code": 0, "reason": "exit"}\n'
+    with open(_supervise.stream_path(config["status_dir"], "n1"), "w") as handle:
+        handle.write(stale)  # an earlier container of the run id
+    assert _supervise.Supervisor(config).run() == 3
+    found = records(config)
+    assert [r["t"] for r in found][:2] == ["up", "start"], "the stream starts anew"
+    assert [r["step"] for r in found if r["t"] == "step"] == [0, 1, 2, 3]
+    assert found[-1]["t"] == "exit" and found[-1]["exit_code"] == 3 and found[-1]["reason"] == "exit"
+    assert json.loads((tmp_path / "node" / "status.json").read_text())["exit_code"] == 3
+
+
+def test_a_lapsed_lease_stops_the_job_by_itself(tmp_path):
+    config = make_config(tmp_path, ["sleep", "60"], lease_timeout=1.0)
+    started = time.monotonic()
+    assert _supervise.Supervisor(config).run() == _supervise.STOPPED_STATUS
+    assert time.monotonic() - started < 6
+    last = records(config)[-1]
+    assert last["reason"] == "lease" and last["exit_code"] == -15
+
+
+def test_a_renewed_lease_keeps_the_job_and_the_deadline_still_ends_it(tmp_path):
+    config = make_config(tmp_path, ["sleep", "60"], lease_timeout=1.0, deadline=2.5)
+    supervisor = _supervise.Supervisor(config)
+    lease = tmp_path / "node" / "lease"
+    original = supervisor.lease.look
+
+    def renewing_look(now):
+        lease.write_text(str(time.monotonic()))
+        return original(now)
+
+    supervisor.lease.look = renewing_look
+    assert supervisor.run() == _supervise.STOPPED_STATUS
+    assert records(config)[-1]["reason"] == "deadline"
+
+
+def test_no_gang_start_no_job(tmp_path):
+    config = make_config(tmp_path, ["sleep", "60"], go=False)
+    config["gang_timeout"] = 0.5
+    assert _supervise.Supervisor(config).run() == _supervise.STOPPED_STATUS
+    assert [r["t"] for r in records(config) if r["t"] in ("start", "exit")] == ["exit"]
+    assert records(config)[-1]["reason"] == "gang"
