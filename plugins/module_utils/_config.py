@@ -127,8 +127,23 @@ def is_unset(value: Any) -> bool:
 
 
 def find_changeme(value: Any, path: str) -> List[str]:
-    """Paths of every value containing `<changeme>`, documentation keys excluded."""
-    return [found for found, item in walk(value, path) if is_unset(item)]
+    """Paths of every value or key containing `<changeme>`, documentation keys excluded."""
+    return [found for found, item in walk(value, path) if is_unset(item)] + changeme_keys(value, path)
+
+
+def changeme_keys(value: Any, path: str) -> List[str]:
+    found: List[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_documentation_key(key):
+                continue
+            if is_unset(key):
+                found.append(join_path(path, key))
+            found += changeme_keys(item, join_path(path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += changeme_keys(item, join_path(path, index))
+    return found
 
 
 def walk(value: Any, path: str) -> Iterator[Tuple[str, Any]]:

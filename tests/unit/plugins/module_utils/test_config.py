@@ -111,3 +111,8 @@ def test_selection_lists_available_names():
     with pytest.raises(ConfigError, match=r"mi300x, mi325"):
         select_model_params(data, gpu_arch="mi355")
     assert select_model_params(data, gpu_arch="mi325").gpu_arch == "mi325"
+
+
+def test_a_changeme_in_a_key_is_unset_too():
+    config = {"env_dict": {"<changeme>_HOME": "/x", "OK": "<changeme>"}, "volume_dict": {"/data": "/data"}}
+    assert find_changeme(config, "config") == ["config.env_dict.OK", 'config.env_dict["<changeme>_HOME"]']
