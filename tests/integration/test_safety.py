@@ -210,6 +210,9 @@ def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tm
     run = start_train(simcluster, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
     try:
         wait_for(lambda: all_running(simcluster, hosts), 120)
+        # Interrupted while the job is watched (an interrupt during the train role's argument validation
+        # has been seen to leave ansible-playbook itself hanging: an open problem, see the closing note).
+        wait_for(lambda: list(tmp_path.glob("watch/*/progress.json")), 120)
         run_id = next(iter(running(simcluster, hosts[0]).values()))[1]
         run.send_signal(signum)
         finish(run, 60)
