@@ -4,9 +4,11 @@
 clusterval.training.training_assert publishes run-level custom stats
 (``clusterval_training``: verdict, failures, cluster and per-node means). ansible-runner
 delivers them in the ``artifact_data`` of the ``playbook_on_stats`` event, AWX as job
-artifacts. Usage:
+artifacts. It works with the installed collection: the playbook is run by its FQCN from the project
+directory (default: the current directory, where ``runs/<run id>/`` appears), with the Ansible settings of
+the environment. Usage:
 
-    python examples/runner_example.py -i inventories/mycluster.yml \\
+    python runner_example.py -i inventories/mycluster.yml \\
         -e training_config=configs/megatron/mi3xx_megatron_llama_distributed.json
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import ansible_runner
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAYBOOK = "clusterval.training.train"
 
 
 def extra_vars(pairs: List[str]) -> Dict[str, Any]:
@@ -43,15 +45,17 @@ class Outcome(NamedTuple):
     metrics: Optional[Dict[str, Any]]
 
 
-def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, Any], quiet: bool = True) -> Outcome:
-    """Run ``playbook`` from the collection checkout; its runner directory is removed afterwards."""
+def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, Any], project_dir: str,
+                 quiet: bool = True) -> Outcome:
+    """Run ``playbook`` (an FQCN or a file) from ``project_dir``; the runner directory is removed afterwards."""
     # the ansible-playbook installed beside this Python (a virtualenv's bin is often not on PATH)
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    envvars = {"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "PATH": path}
+    if os.path.exists(playbook):
+        playbook = os.path.abspath(playbook)
     with tempfile.TemporaryDirectory(prefix="clusterval-runner-") as private_data_dir:
-        runner = ansible_runner.run(private_data_dir=private_data_dir, project_dir=REPO,
-                                    playbook=os.path.abspath(playbook), inventory=inventory, extravars=variables,
-                                    envvars=envvars, quiet=quiet)
+        runner = ansible_runner.run(private_data_dir=private_data_dir, project_dir=os.path.abspath(project_dir),
+                                    playbook=playbook, inventory=inventory, extravars=variables,
+                                    envvars={"PATH": path}, quiet=quiet)
         # the events are read from the runner directory: before it goes
         return Outcome(runner.status, runner.rc, training_metrics(runner))
 
@@ -66,12 +70,15 @@ def training_metrics(runner: Any) -> Optional[Dict[str, Any]]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--playbook", default=os.path.join(REPO, "playbooks", "train.yml"))
+    parser.add_argument("--playbook", default=PLAYBOOK, help="an FQCN or a playbook file (default %(default)s)")
+    parser.add_argument("--project-dir", default=os.getcwd(),
+                        help="where the playbook runs from and runs/ is written (default: the current directory)")
     parser.add_argument("-i", "--inventory", help="inventory file or host list")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], help="key=value or a JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the playbook output")
     args = parser.parse_args(argv)
-    outcome = run_playbook(args.playbook, args.inventory, extra_vars(args.extra_vars), quiet=not args.verbose)
+    outcome = run_playbook(args.playbook, args.inventory, extra_vars(args.extra_vars), args.project_dir,
+                           quiet=not args.verbose)
     print(json.dumps({"status": outcome.status, "rc": outcome.rc, "clusterval_training": outcome.metrics}, indent=2))
     if outcome.metrics is None:
         return 2

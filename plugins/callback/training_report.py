@@ -56,6 +56,7 @@ options:
 import datetime
 import os
 import signal
+import threading
 import time
 from typing import Any, Dict, List, Optional, Set
 
@@ -74,6 +75,9 @@ ASSERT = "training_assert"
 RESULTS = "training_results"
 PLAN = "training_plan"
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+# After Ctrl-C ansible-playbook stops within a second; past this it is stuck (see exit_if_stuck).
+INTERRUPT_GRACE_S = 15.0
+INTERRUPTED_RC = 99  # ansible-playbook's exit status after Ctrl-C
 # Older per-node watch results: up to this many nodes, a line per node per poll; above, one for the cluster.
 PER_NODE_LINES_MAX = 8
 SUMMARY_INTERVAL_S = 10.0
@@ -114,6 +118,22 @@ def inventories() -> List[str]:
         return []
 
 
+def exit_if_stuck(grace_s: float) -> threading.Timer:
+    """Exit the controller if it has not stopped `grace_s` after an interrupt.
+
+    ansible-core forwards Ctrl-C to its workers; a worker killed while it writes its result to the result
+    queue leaves the queue's lock held, and the strategy's cleanup then waits on that lock forever."""
+    def force_exit() -> None:
+        os.write(2, ("\nclusterval: ansible-playbook has not stopped %gs after the interrupt (a worker was killed "
+                     "while holding the result queue's lock): exiting\n" % grace_s).encode("utf-8"))
+        os._exit(INTERRUPTED_RC)
+
+    timer = threading.Timer(grace_s, force_exit)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def report_document(data: Dict[str, Any]) -> Dict[str, Any]:
     """The results document (docs/results.md): training_assert's outcome and run info, stamped now."""
     generated_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -146,6 +166,7 @@ class CallbackModule(CallbackBase):
 
         v2_playbook_on_stats never runs on SIGTERM: a handler is the only place for that line."""
         self.main_pid = os.getpid()
+        self.interrupt_grace_s = INTERRUPT_GRACE_S
         self.previous_handlers: Dict[int, Any] = {}
         for signum in INTERRUPTS:
             try:
@@ -158,6 +179,8 @@ class CallbackModule(CallbackBase):
             line = interrupt_line(signal.Signals(signum).name, self.run_id, inventories(), self.lease_timeout)
             # Display takes locks: a signal handler writes directly.
             os.write(2, ("\n%s\n" % line).encode("utf-8", "replace"))
+        if signum == signal.SIGINT and os.getpid() == self.main_pid:
+            exit_if_stuck(self.interrupt_grace_s)
         previous = self.previous_handlers.get(signum)
         if callable(previous):
             previous(signum, frame)

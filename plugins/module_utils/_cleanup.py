@@ -33,18 +33,18 @@ def socket_of(docker_host: str) -> str:
     return docker_host
 
 
-def runs_to_clear(containers: List[Mapping[str, Any]], run_id: str, run_dir: str,
-                  data_cache_dir: str) -> Dict[str, Dict[str, str]]:
-    """run id -> {run_dir, data_cache_dir}, from the containers' labels and the given run."""
+def runs_to_clear(containers: List[Mapping[str, Any]], run_id: str, run_dir: str, data_cache_dir: str,
+                  node: str) -> Dict[str, Dict[str, str]]:
+    """run id -> {run_dir, data_cache_dir}: the given run, the containers' labels and the node's run index
+    (only `run_id`'s entry when given, else every run's)."""
     runs: Dict[str, Dict[str, str]] = {}
-    for container in containers:
-        known = runs.setdefault(container["run_id"], {"run_dir": "", "data_cache_dir": ""})
-        known["run_dir"] = known["run_dir"] or container["run_dir"]
-        known["data_cache_dir"] = known["data_cache_dir"] or container["data_cache_dir"]
+    found = [(c["run_id"], c) for c in containers] + list(_runlock.indexed_runs(node, run_id).items())
     if run_id:
-        known = runs.setdefault(run_id, {"run_dir": "", "data_cache_dir": ""})
-        known["run_dir"] = run_dir or known["run_dir"]
-        known["data_cache_dir"] = data_cache_dir or known["data_cache_dir"]
+        found.insert(0, (run_id, {"run_dir": run_dir, "data_cache_dir": data_cache_dir}))
+    for rid, where in found:
+        known = runs.setdefault(rid, {"run_dir": "", "data_cache_dir": ""})
+        for key in ("run_dir", "data_cache_dir"):
+            known[key] = known[key] or where.get(key) or ""
     return runs
 
 
@@ -69,7 +69,7 @@ def remove_tree(path: str, dry_run: bool) -> bool:
 
 
 def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool,
-                    keep_lock: bool = False) -> List[str]:
+                    keep_lock: bool = False, node: str = "") -> List[str]:
     """Remove the run's lease, the HF token copy the controller handed over, its lock (when it holds it,
     unless `keep_lock`), its preflight marker and its status directory on the shared cache (a later run of
     the same id never reads its records); what was removed."""
@@ -87,11 +87,13 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
         removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
     if data_cache_dir and remove_tree(_launch.status_dir(data_cache_dir, run_id), dry_run):
         removed.append("status directory %s" % _launch.status_dir(data_cache_dir, run_id))
+    if node and not keep_lock and not dry_run:
+        _runlock.forget_run(run_id, node)
     return removed
 
 
 def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
-            dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S) -> Dict[str, Any]:
+            dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "") -> Dict[str, Any]:
     """Remove every labelled container (or `run_id`'s) and the files of their runs.
 
     Returns {removed[], containers[], runs[], error}; `error` (the daemon could not be reached or
@@ -109,11 +111,11 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
             removed.append("container %s (run %s, %s)" % (container["name"], container["run_id"], container["state"]))
     except (OSError, ValueError) as exc:
         error = "Docker daemon at %s: %s" % (docker_host, exc)
-    runs = runs_to_clear(containers, run_id, run_dir, data_cache_dir)
+    runs = runs_to_clear(containers, run_id, run_dir, data_cache_dir, node)
     for rid, where in sorted(runs.items()):
         # Containers that may still run keep the node locked: the next run is refused, not mixed in.
         removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run,
-                                       keep_lock=error is not None))
+                                       keep_lock=error is not None, node=node))
     return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs), "error": error}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +24,9 @@ Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 DOCKER_PID_FILES = ("/var/run/docker.pid", "/run/docker.pid")
 MARKER_POLL_S = 0.1
+# Docker's sizes (`--shm-size 64G`): binary units, an optional trailing b or ib, any case.
+SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
 def check(name: str, ok: bool, detail: str) -> Check:
@@ -132,6 +136,43 @@ def disk_check(path: str, min_free_mib: int) -> Check:
     free_mib = stats.f_bavail * stats.f_frsize // (1024 * 1024)
     detail = "%d MiB free on %s (need %d)" % (free_mib, existing, min_free_mib)
     return check("disk", free_mib >= min_free_mib, detail)
+
+
+def size_bytes(size: str) -> Optional[int]:
+    """Bytes of a Docker size such as ``64G`` or ``512mb``; None when it is not one."""
+    match = SIZE.match(size)
+    if not match:
+        return None
+    return int(float(match.group(1)) * SIZE_UNITS[match.group(2).lower()])
+
+
+def memory_total(meminfo: str = "/proc/meminfo") -> Optional[int]:
+    try:
+        with open(meminfo, encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def shm_check(shm_size: str, meminfo: str = "/proc/meminfo") -> Check:
+    """The container's shared memory (config.shm_size) must fit in the node's memory."""
+    wanted, total = size_bytes(shm_size), memory_total(meminfo)
+    if wanted is None:
+        return check("shm_size", False, "config.shm_size %r is not a size such as 256G" % shm_size)
+    if total is None:
+        return check("shm_size", False, "cannot read MemTotal from %s to compare config.shm_size %s with"
+                     % (meminfo, shm_size))
+    detail = "config.shm_size %s (%s) in %s of memory" % (shm_size, gib(wanted), gib(total))
+    if wanted > total:
+        return check("shm_size", False, detail.replace(" in ", " exceeds the node's ", 1))
+    return check("shm_size", True, detail)
+
+
+def gib(size: int) -> str:
+    return "%.1f GiB" % (size / float(1 << 30))
 
 
 def deepest_existing(path: str) -> str:

@@ -9,6 +9,11 @@ container of another run carries the collection's labels and runs, or when anoth
 there and that run still has a container or took the lock less than ``stale_after_s`` ago (a run
 in preflight or node preparation has no container yet). A lock whose run has no container left
 and is older than that is stale: it is taken over, with a warning.
+
+Taking the lock also records the run in the node's run index (``~/.cache/clusterval/runs/<run id>@<node>.json``,
+``{run_dir, data_cache_dir}``; keyed by node because home directories are often shared): a teardown given only
+the run id, or none, finds the run's lock, lease and marker there even when the run was interrupted before any
+container carried their paths in its labels.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import json
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
 
@@ -27,6 +32,7 @@ DATA_CACHE_LABEL = "clusterval.data_cache_dir"
 MARKER_PREFIX = ".clusterval-preflight-"
 LEASE_NAME = "lease"
 DOCKER_TIMEOUT_S = 10.0
+RUN_INDEX_DIR = "~/.cache/clusterval/runs"
 
 
 def run_root(run_dir: str) -> str:
@@ -89,6 +95,49 @@ def take_lock(path: str, record: Mapping[str, str], replace: bool = False) -> bo
     finally:
         if os.path.exists(staging):
             os.unlink(staging)
+
+
+def index_path(run_id: str, node: str) -> str:
+    name = "%s@%s.json" % (quote(run_id, safe=""), quote(node, safe=""))
+    return os.path.join(os.path.expanduser(RUN_INDEX_DIR), name)
+
+
+def record_run(run_id: str, node: str, run_dir: str, data_cache_dir: str) -> None:
+    """Put the node's run into the run index (atomically)."""
+    path = index_path(run_id, node)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    staging = "%s.%d" % (path, os.getpid())
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump({"run_dir": run_dir, "data_cache_dir": data_cache_dir}, handle)
+    os.replace(staging, path)
+
+
+def indexed_runs(node: str, run_id: str = "") -> Dict[str, Dict[str, str]]:
+    """run id -> {run_dir, data_cache_dir} of the node's runs in the run index: all, or only `run_id`."""
+    directory = os.path.expanduser(RUN_INDEX_DIR)
+    suffix = "@%s.json" % quote(node, safe="")
+    try:
+        names = [os.path.basename(index_path(run_id, node))] if run_id else sorted(os.listdir(directory))
+    except OSError:
+        return {}
+    runs = {}
+    for name in (n for n in names if n.endswith(suffix)):
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                entry = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if isinstance(entry, dict):
+            runs[unquote(name[:-len(suffix)])] = {key: str(entry.get(key) or "") for key in ("run_dir", "data_cache_dir")}
+    return runs
+
+
+def forget_run(run_id: str, node: str) -> bool:
+    try:
+        os.unlink(index_path(run_id, node))
+    except OSError:
+        return False
+    return True
 
 
 def release_lock(path: str, run_id: str) -> bool:
@@ -168,8 +217,8 @@ def list_labelled(socket_path: str, run_id: str = "") -> List[Dict[str, Any]]:
 
 
 def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, take: bool,
-          takeover: bool, stale_after_s: float) -> Dict[str, Any]:
-    """The busy check of one node, taking the lock when `take`.
+          takeover: bool, stale_after_s: float, data_cache_dir: str = "") -> Dict[str, Any]:
+    """The busy check of one node, taking the lock (and recording the run in the run index) when `take`.
 
     Returns {check, took_over}: `took_over` names the run whose containers the caller removes
     (takeover of a busy node), else None."""
@@ -185,7 +234,9 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
         return {"check": _check(False, busy_detail(node, state)), "took_over": None}
     replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)
     if take and not take_lock(path, lock_record(run_id, controller), replace=replace):
-        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s)
+        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s, data_cache_dir)
+    if take:
+        record_run(run_id, node, run_dir, data_cache_dir)
     if state["busy"]:
         detail = "takeover (training_takeover=true): run %s%s is torn down before this run starts (%s)" % (
             state["run_id"], " from %s" % state["controller"] if state["controller"] else "", state["reason"])

@@ -38,7 +38,9 @@ options:
     type: float
     default: 30
   node:
-    description: The node's name in RV(msg); default the host name.
+    description:
+      - The node's name in RV(msg) and in the node's run index (C(~/.cache/clusterval/runs/<run id>@<node>.json),
+        keyed by node because home directories are often shared); default the host name.
     type: str
     default: ""
 extends_documentation_fragment:
@@ -104,9 +106,10 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    node = params["node"] or socket.gethostname()
     outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
-                               module.check_mode, params["timeout"])
-    msg = _cleanup.summary(params["node"] or socket.gethostname(), outcome, params["run_id"])
+                               module.check_mode, params["timeout"], node)
+    msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
                   runs=outcome["runs"], msg=msg)
     if outcome["error"]:

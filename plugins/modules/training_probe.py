@@ -20,7 +20,9 @@ description:
     (the C(clusterval.training.preflight) role does).
 options:
   node:
-    description: The node's name in RV(lines); default the host name.
+    description:
+      - The node's name in RV(lines) and in the node's run index (C(~/.cache/clusterval/runs/<run id>@<node>.json),
+        keyed by node because home directories are often shared); default the host name.
     type: str
     default: ""
   docker_socket:
@@ -72,6 +74,12 @@ options:
     description: Free space needed below O(disk_path), in MiB.
     type: int
     default: 1024
+  shm_size:
+    description:
+      - The container's shared memory (C(config.shm_size), Docker's size syntax such as V(64G)); check C(shm_size)
+        fails when it is larger than the node's memory (C(MemTotal) in C(/proc/meminfo)).
+      - Not set skips the check.
+    type: str
   rdma:
     description: Check C(/dev/infiniband), the HCAs C(ibv_devinfo -l) lists and dockerd's memlock limit.
     type: bool
@@ -102,6 +110,13 @@ options:
         description: This run's directory on the node.
         type: str
         required: true
+      data_cache_dir:
+        description:
+          - This run's shared data cache directory. With the run dir it goes into the node's run index
+            (C(~/.cache/clusterval/runs/)) when the lock is taken, so that a teardown given only the run id
+            finds the run's lock and files.
+        type: str
+        default: ""
       controller:
         description: Who runs it (user and controller host), written into the lock.
         type: str
@@ -242,6 +257,8 @@ def run_checks(params, run):
         checks.append(_probe.gpu_check(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"], run))
     if params["disk_path"]:
         checks.append(_probe.disk_check(params["disk_path"], params["min_free_mib"]))
+    if params["shm_size"]:
+        checks.append(_probe.shm_check(params["shm_size"]))
     if params["token_file"] and params["token_required"]:
         checks.append(_probe.token_check(params["token_file"]))
     if params["rdma"]:
@@ -257,7 +274,8 @@ def claim_node(params, node):
     if not lock:
         return None
     return _runlock.claim(node, params["docker_socket"] or "/var/run/docker.sock", lock["run_id"], lock["run_dir"],
-                          lock["controller"], lock["take"], lock["takeover"], lock["stale_after"])
+                          lock["controller"], lock["take"], lock["takeover"], lock["stale_after"],
+                          lock["data_cache_dir"])
 
 
 def marker_checks(marker):
@@ -289,11 +307,13 @@ def main():
             gpu_arch_map=dict(type="dict", default={}),
             disk_path=dict(type="path"),
             min_free_mib=dict(type="int", default=1024),
+            shm_size=dict(type="str"),
             rdma=dict(type="bool", default=False),
             python_modules=dict(type="list", elements="str", default=["requests"]),
             lock=dict(type="dict", options=dict(
                 run_id=dict(type="str", required=True),
                 run_dir=dict(type="str", required=True),
+                data_cache_dir=dict(type="str", default=""),
                 controller=dict(type="str", default="?"),
                 take=dict(type="bool", default=True),
                 takeover=dict(type="bool", default=False),

@@ -118,3 +118,27 @@ def test_ansible_runner_with_the_awx_credential_hands_the_token_to_every_node_an
         copies = simcluster.ssh(node, "ls -a /tmp/clusterval-logs/clusterval/ | grep -c '^.hf_token-' || true").stdout
         assert copies.strip() == "0", f"{node} still holds the run's token copy"
         assert training_containers(simcluster, node) == []
+
+
+def test_the_installed_runner_example_runs_the_fqcn_playbook_from_the_project_directory(
+        simcluster, installed, tmp_path):
+    nodes = simcluster.nodes[:2]
+    example = installed / "ansible_collections" / "clusterval" / "training" / "examples" / "runner_example.py"
+    project = tmp_path / "project"
+    project.mkdir()
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    before = snapshot(installed)
+    proc = subprocess.run(
+        [sys.executable, str(example), "-i", str(simcluster.inventory),
+         "-e", f"training_config={seed_config(installed)}", "-e", json.dumps(fast_overrides(nodes))],
+        cwd=project, env=user_env(ANSIBLE_COLLECTIONS_PATH=str(installed), TMPDIR=str(temp)),
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    output = json.loads(proc.stdout)
+    assert output["status"] == "successful" and output["clusterval_training"]["verdict"] == "PASS"
+    run_dir = Path(output["clusterval_training"]["run_dir"])
+    assert run_dir.parent == project / "runs" and (run_dir / "results.json").is_file()
+    assert snapshot(installed) == before, "something was written inside the installed collection"
+    assert list(temp.iterdir()) == [], "the runner directory was left behind"
+    assert_no_training_container(simcluster, nodes)

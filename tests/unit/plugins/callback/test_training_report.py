@@ -4,6 +4,9 @@
 before its collection finder was installed; the integration tests load the callback for real.)"""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -187,3 +190,33 @@ def test_an_interrupt_says_how_the_nodes_stop_and_chains_to_the_previous_handler
     assert "SIGTERM" in err and "within the lease timeout (train_lease_timeout)" in err
     assert ("ansible-playbook -i inv/hosts.yml clusterval.training.teardown "
             "-e training_run_id=20261125T020000Z-abc123-x") in err
+
+
+def test_an_interrupt_arms_the_exit_for_a_stuck_controller_on_sigint_only(callback, monkeypatch, capfd):
+    plugin = callback()
+    armed = []
+    monkeypatch.setattr(training_report, "exit_if_stuck", armed.append)
+    plugin.previous_handlers[2] = plugin.previous_handlers[15] = lambda signum, frame: None
+    plugin.on_interrupt(15, None)
+    assert armed == []
+    plugin.on_interrupt(2, None)
+    assert armed == [training_report.INTERRUPT_GRACE_S]
+
+
+STUCK_CONTROLLER = """
+import multiprocessing, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.clusterval.training.plugins.callback.training_report import exit_if_stuck
+lock = multiprocessing.Lock()
+lock.acquire()  # as a worker killed while writing its result leaves the result queue's lock
+exit_if_stuck(0.5)
+lock.acquire()
+"""
+
+
+def test_a_controller_stuck_after_the_interrupt_exits_with_the_interrupt_status():
+    collections = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".collections")
+    proc = subprocess.run([sys.executable, "-c", STUCK_CONTROLLER, os.path.abspath(collections)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == training_report.INTERRUPTED_RC, proc.stderr
+    assert "has not stopped 0.5s after the interrupt" in proc.stderr

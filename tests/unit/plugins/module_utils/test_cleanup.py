@@ -60,3 +60,42 @@ def test_only_unix_sockets_are_docker_hosts_here():
         assert "tcp://10.0.0.1:2375" in str(exc)
     else:
         raise AssertionError("a tcp host was accepted")
+
+
+def interrupted_run(tmp_path, run_id):
+    """A run that took its lock and wrote its marker, then was interrupted before any container started."""
+    run_dir, cache = tmp_path / "logs" / "clusterval" / run_id, tmp_path / "cache"
+    run_dir.mkdir(parents=True)
+    cache.mkdir(exist_ok=True)
+    _runlock.take_lock(_runlock.lock_path(str(run_dir)), _runlock.lock_record(run_id, "ctl"))
+    _runlock.record_run(run_id, "node1", str(run_dir), str(cache))
+    _runlock.record_run(run_id, "node2", "/elsewhere", str(cache))  # a shared home holds every node's
+    (cache / (".clusterval-preflight-" + run_id)).write_text(run_id + ":node1")
+    return run_dir, cache
+
+
+def test_a_teardown_given_only_the_run_id_finds_its_lock_and_marker_in_the_run_index(tmp_path, monkeypatch):
+    run_dir, cache = interrupted_run(tmp_path, "r1")
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [])
+    outcome = _cleanup.cleanup("unix:///nowhere.sock", "r1", node="node1")
+    assert outcome["error"] is None and outcome["runs"] == ["r1"]
+    assert [item.split()[0] for item in outcome["removed"]] == ["lock", "preflight"]
+    assert _runlock.read_lock(_runlock.lock_path(str(run_dir))) is None
+    assert _runlock.indexed_runs("node1") == {} and sorted(_runlock.indexed_runs("node2")) == ["r1"]
+
+
+def test_a_teardown_of_every_run_clears_every_indexed_run_and_one_runs_only_its_own(tmp_path, monkeypatch):
+    interrupted_run(tmp_path / "a", "r1")
+    interrupted_run(tmp_path / "b", "r2")
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [])
+    assert _cleanup.cleanup("unix:///nowhere.sock", "r2", node="node1")["runs"] == ["r2"]
+    assert sorted(_runlock.indexed_runs("node1")) == ["r1"]
+    interrupted_run(tmp_path / "c", "r3")
+    assert _cleanup.cleanup("unix:///nowhere.sock", node="node1")["runs"] == ["r1", "r3"]
+    assert _runlock.indexed_runs("node1") == {} and sorted(_runlock.indexed_runs("node2")) == ["r1", "r2", "r3"]
+
+
+def test_the_index_stays_while_the_daemon_cannot_say_what_still_runs(tmp_path):
+    interrupted_run(tmp_path, "r1")
+    outcome = _cleanup.cleanup("unix://%s" % (tmp_path / "none.sock"), "r1", node="node1")
+    assert outcome["error"] and sorted(_runlock.indexed_runs("node1")) == ["r1"]

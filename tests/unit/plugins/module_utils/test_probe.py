@@ -135,3 +135,33 @@ def test_shared_marker_read_waits_for_the_writer_then_gives_up(tmp_path):
     now[0] = 0.0
     missing = _probe.shared_check(marker, "other:node1", "node1", 2, clock=lambda: now[0], sleep=sleep)
     assert missing["ok"] is False and "waited 2s" in missing["detail"] and 2 <= now[0] < 2.2
+
+
+def meminfo(tmp_path, kib):
+    path = tmp_path / "meminfo"
+    path.write_text("MemTotal:       %d kB\nMemFree:        1000 kB\n" % kib)
+    return str(path)
+
+
+@pytest.mark.parametrize("size, expected", [
+    ("64G", 64 << 30), ("64g", 64 << 30), ("512mb", 512 << 20), ("1.5GiB", 3 << 29), ("2t", 2 << 40),
+    ("4096", 4096), ("lots", None), ("64X", None),
+])
+def test_size_bytes_reads_dockers_binary_units(size, expected):
+    assert _probe.size_bytes(size) == expected
+
+
+def test_shm_beyond_the_nodes_memory_fails_naming_both(tmp_path):
+    result = _probe.shm_check("2048G", meminfo(tmp_path, 512 * 1024 * 1024))
+    assert result == {"check": "shm_size", "ok": False,
+                      "detail": "config.shm_size 2048G (2048.0 GiB) exceeds the node's 512.0 GiB of memory"}
+
+
+def test_shm_within_the_nodes_memory_passes(tmp_path):
+    result = _probe.shm_check("256G", meminfo(tmp_path, 512 * 1024 * 1024))
+    assert result["ok"] is True and "256G (256.0 GiB) in 512.0 GiB of memory" in result["detail"]
+
+
+def test_shm_check_fails_when_memory_cannot_be_read(tmp_path):
+    result = _probe.shm_check("64G", str(tmp_path / "missing"))
+    assert result["ok"] is False and "cannot read MemTotal" in result["detail"]

@@ -124,6 +124,18 @@ def test_claim_on_a_free_node_only_checks_when_not_taking(tmp_path):
     docker_list(sock, [])
     answer = _runlock.claim("node1", sock, "r2", run_dir, "bob@ctl", take=False, takeover=False, stale_after_s=1800)
     assert answer["check"]["ok"] and _runlock.read_lock(_runlock.lock_path(run_dir)) is None
+    assert _runlock.indexed_runs("node1") == {}
+
+
+def test_taking_the_lock_records_the_run_in_the_nodes_run_index(tmp_path, run_index):
+    sock, run_dir = str(tmp_path / "d.sock"), str(tmp_path / "clusterval" / "r2")
+    docker_list(sock, [])
+    answer = _runlock.claim("node1", sock, "r2", run_dir, "bob@ctl", take=True, takeover=False,
+                            stale_after_s=1800, data_cache_dir="/shared/cache")
+    assert answer["check"]["ok"]
+    assert _runlock.indexed_runs("node1", "r2") == {"r2": {"run_dir": run_dir, "data_cache_dir": "/shared/cache"}}
+    assert _runlock.indexed_runs("node2") == {}
+    assert [p.name for p in run_index.iterdir()] == ["r2@node1.json"]
 
 
 def test_claim_fails_naming_the_socket_when_the_daemon_is_gone(tmp_path):
