@@ -12,6 +12,7 @@ import datetime
 import os
 import re
 import secrets
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -45,7 +46,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._launch import
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
-from ansible_collections.clusterval.training.plugins.module_utils._xla import render_xla_flags
+from ansible_collections.clusterval.training.plugins.module_utils._xla import render_flag_sources
 
 FRAMEWORKS = PLANNED
 FULL_FORM = "full"
@@ -73,10 +74,25 @@ CONTAINER_CONFIG_SHAPES = {"env_dict": (dict, "an object of variable names to va
                            "device_list": (list, "a list of devices")}
 SHM_SIZE = re.compile(r"^[0-9]+(?:\.[0-9]+)?[bkmgtpBKMGTP]?(?:[iI]?[bB])?$")
 DEVICE_PERMISSIONS = re.compile(r"^[rwm]{1,3}$")
+# Lowercase config keys that stand for the upper-case environment variable of the same name.
 ENV_LIKE_KEY = re.compile(
-    r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|gloo_socket_ifname$|gpu_max_hw_queues$|"
-    r"xla_python_client_mem_fraction$|cuda_device_max_connections$)"
+    r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|torch_|pytorch_|omp_|fi_|ucx_|miopen_|hipblaslt_|tensile_|"
+    r"gloo_socket_ifname$|gpu_max_hw_queues$|xla_python_client_mem_fraction$|cuda_device_max_connections$)"
 )
+# The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation).
+CONFIG_KEYS = frozenset((
+    "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
+    "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
+    "ld_library_path", "log_dir", "master_address", "master_port", "mock_data", "nic_type", "nnodes", "rdma_lib",
+    "shm_size",
+    "training_iterations", "training_steps", "xla_flags",
+))
+# What a key of the suite that the planner does not use means for the run.
+IGNORED_KEY_NOTES = {
+    "megatron_root": "the run uses the image's /workspace/Megatron-LM",
+    "training_scripts": "the run uses the framework's own training script",
+    "hca_id_pattern": "NCCL_IB_HCA comes from nccl_ib_hca / nccl_ib_hca_list",
+}
 # Values the planner derives from the hosts, so `<changeme>` there is not an error.
 DERIVED_PATHS = frozenset((
     "config.nnodes",
@@ -247,7 +263,16 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     ctx = Context(framework, selection, config, without_documentation(selection.params), options, total,
                   run_id, "%s/clusterval/%s" % (log_dir.rstrip("/"), run_id))
     warn_about_nnodes(ctx, len(hosts))
+    warn_about_unused_keys(ctx)
     return ctx
+
+
+def warn_about_unused_keys(ctx: Context) -> None:
+    for key in ctx.config:
+        if is_documentation_key(key) or key in CONFIG_KEYS or ENV_LIKE_KEY.match(key) or key.startswith("xla_"):
+            continue
+        note = IGNORED_KEY_NOTES.get(key, "clusterval.training does not use it")
+        ctx.warnings.append("%s: ignored (%s)" % (join_path("config", key), note))
 
 
 def refuse_wrong_container_shapes(config: Mapping[str, Any]) -> None:
@@ -473,9 +498,16 @@ def config_env(ctx: Context) -> Dict[str, str]:
     return env
 
 
+def env_vars(ctx: Context) -> Dict[str, str]:
+    """``config.env_vars``, the environment of the validation suite's current JAX configs."""
+    return env_section(ctx.config.get("env_vars", {}), "config.env_vars")
+
+
 def env_dict(ctx: Context) -> Dict[str, str]:
-    values = container_config(ctx).get("env_dict", {})
-    path = "config.container_config.env_dict"
+    return env_section(container_config(ctx).get("env_dict", {}), "config.container_config.env_dict")
+
+
+def env_section(values: Any, path: str) -> Dict[str, str]:
     if not isinstance(values, dict):
         raise ConfigError(path, "an object of variable names to values", type_name(values))
     refuse_secrets(values, path)
@@ -500,14 +532,16 @@ def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
 
 
 def xla_flags(ctx: Context) -> str:
-    flags = {key: value for key, value in ctx.config.items()
-             if isinstance(key, str) and key.startswith("xla_") and not ENV_LIKE_KEY.match(key)}
-    path = join_path(ctx.selection.path, "xla_flags")
-    own = ctx.params.get("xla_flags", {})
-    if not isinstance(own, dict):
-        raise ConfigError(path, "an object of flag names to values", type_name(own))
-    flags.update(own)
-    rendered, warnings = render_xla_flags(flags, path)
+    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
+    top = {key: value for key, value in ctx.config.items()
+           if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
+    sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
+               (ctx.params.get("xla_flags", {}), join_path(ctx.selection.path, "xla_flags"))]
+    for flags, path in sources[1:]:
+        if not isinstance(flags, dict):
+            raise ConfigError(path, "an object of flag names to values", type_name(flags))
+    hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
+    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu")
     ctx.warnings.extend(warnings)
     return rendered
 
@@ -526,6 +560,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     else:
         framework = megatron_parts(ctx, data_cache_dir)
     env.update(framework["env"])
+    env.update(env_vars(ctx))
     env.update(env_dict(ctx))
     if ctx.selection.mode == "single_node":
         env.update(SINGLE_NODE_NCCL)
@@ -586,7 +621,8 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "name": name,
         "image": image,
         "devices": devices(container.get("device_list", [])),
-        "volumes": volumes(container.get("volume_dict", {})) + ["%s:%s" % (ctx.run_dir, ctx.run_dir)],
+        "volumes": with_mounts(volumes(container.get("volume_dict", {})),
+                               rdma_lib(ctx)["volumes"] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
         "shm_size": shm_size,
         "network_mode": "host",
         "ipc_mode": "host",
@@ -635,6 +671,36 @@ def volumes(values: Any) -> List[str]:
     return checked
 
 
+def with_mounts(configured: List[str], needed: List[str]) -> List[str]:
+    """The config's volumes and the needed ones whose container path the config does not mount already."""
+    targets = {volume.split(":")[1] for volume in configured}
+    return configured + [volume for volume in needed if volume.split(":")[1] not in targets]
+
+
+def rdma_lib(ctx: Context) -> Dict[str, List[str]]:
+    """``config.rdma_lib``: the host's RDMA provider library, mounted beside its place in the container and
+    copied into place by the launch script before the framework starts (as the validation suite does)."""
+    spec = ctx.config.get("rdma_lib")
+    if spec is None or spec == {}:
+        return {"volumes": [], "prelude": []}
+    if not isinstance(spec, dict):
+        raise ConfigError("config.rdma_lib", "an object with host_source_file, container_mount_file and "
+                          "container_dest_file", type_name(spec))
+    paths = {}
+    for key in ("host_source_file", "container_mount_file", "container_dest_file"):
+        value = spec.get(key)
+        if not isinstance(value, str) or not value.startswith("/") or ":" in value:
+            raise ConfigError(join_path("config.rdma_lib", key), "an absolute path without ':'", show(value))
+        paths[key] = value
+    mount, dest = shlex.quote(paths["container_mount_file"]), shlex.quote(paths["container_dest_file"])
+    fail = "[clusterval] RDMA provider library: cannot copy %s to %s" % (
+        paths["container_mount_file"], paths["container_dest_file"])
+    return {"volumes": ["%s:%s:ro" % (paths["host_source_file"], paths["container_mount_file"])],
+            "prelude": ["cp -f %s %s || { echo %s >&2; finish 1; }" % (mount, dest, shlex.quote(fail)),
+                        "echo %s" % shlex.quote("[clusterval] RDMA provider library %s in place"
+                                                % paths["container_dest_file"])]}
+
+
 def output_mounts(ctx: Context, workdir: str) -> List[str]:
     """Host directories mounted under the framework's working directory: its outputs; they must exist."""
     values = container_config(ctx).get("volume_dict", {})
@@ -658,7 +724,7 @@ def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[st
     log_path = "%s/training.log" % ctx.run_dir
     exit_path = "%s/training.exit" % ctx.run_dir
     script_path = "%s/launch.sh" % ctx.run_dir
-    script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path)
+    script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path, rdma_lib(ctx)["prelude"])
     files = [{"path": script_path, "mode": "0755", "content": script}]
     files.extend(common["files"])
     labels = container_labels(ctx.run_id, job.name, ctx.run_dir, absolute_path(ctx.config, "data_cache_dir"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
 
@@ -58,8 +58,15 @@ CATALOGUE: Dict[str, str] = {
     "xla_gpu_first_collective_call_terminate_timeout_seconds": INT,
     "xla_gpu_graph_level": INT,
     "xla_gpu_autotune_level": INT,
+    # the validation suite's current JAX configs (ROCm/cvs)
+    "xla_gpu_memory_limit_slop_factor": INT,
 }
 
+# How a config writes XLA's empty list (`--xla_gpu_enable_command_buffer=` turns command buffers off);
+# the validation suite writes the shell's quotes.
+EMPTY_LIST = ("", "''", '""')
+# Flags only one platform's XLA build registers; another platform's XLA aborts on them at start-up.
+PLATFORM_PREFIXES = {"xla_tpu_": "tpu", "xla_gpu_": "gpu"}
 _TRUE = ("true", "1")
 _FALSE = ("false", "0")
 _FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -111,6 +118,8 @@ def _render_int(value: Any, path: str, minimum: Any) -> str:
 
 
 def _render_list(value: Any, path: str) -> str:
+    if value == [] or (isinstance(value, str) and value.strip() in EMPTY_LIST):
+        return ""
     items = value if isinstance(value, list) else str(value).split(",") if isinstance(value, str) else None
     if items is None or not all(isinstance(item, str) for item in items):
         raise ConfigError(path, "a comma-separated string or a list of strings", show(value))
@@ -131,21 +140,39 @@ def _render_plain(value: Any, path: str) -> str:
     return text
 
 
-def render_xla_flags(flags: Mapping[str, Any], path: str = "xla_flags") -> Tuple[str, List[str]]:
+def render_xla_flags(flags: Mapping[str, Any], path: str = "xla_flags", platform: str = "") -> Tuple[str, List[str]]:
     """Returns the `XLA_FLAGS` string (config order, `--name=value`) and warnings for unknown flags."""
-    if not isinstance(flags, Mapping):
-        raise ConfigError(path, "an object of flag names to values", show(flags))
-    rendered: List[str] = []
+    return render_flag_sources([(flags, path)], platform)
+
+
+def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]],
+                        platform: str = "") -> Tuple[str, List[str]]:
+    """`XLA_FLAGS` from several (flags, path) sources in order; a later source's value of a flag wins (in the
+    place of its first appearance).
+
+    Warns about unknown flags and, with `platform` (gpu or tpu), about another platform's flags."""
+    rendered: Dict[str, str] = {}
     warnings: List[str] = []
-    for name, value in flags.items():
-        flag_path = join_path(path, name)
-        bare = name[2:] if name.startswith("--") else name
-        if not _FLAG_NAME.match(bare):
-            raise ConfigError(flag_path, "an XLA flag name (lowercase letters, digits, _)", show(name))
-        if bare not in CATALOGUE:
-            warnings.append(unknown_flag_warning(bare, flag_path))
-        rendered.append("--%s=%s" % (bare, render_value(bare, value, flag_path)))
-    return " ".join(rendered), warnings
+    for flags, path in sources:
+        if not isinstance(flags, Mapping):
+            raise ConfigError(path, "an object of flag names to values", show(flags))
+        for name, value in flags.items():
+            flag_path = join_path(path, name)
+            bare = name[2:] if name.startswith("--") else name
+            if not _FLAG_NAME.match(bare):
+                raise ConfigError(flag_path, "an XLA flag name (lowercase letters, digits, _)", show(name))
+            if bare not in CATALOGUE:
+                warnings.append(unknown_flag_warning(bare, flag_path))
+            other = flag_platform(bare)
+            if platform and other and other != platform:
+                warnings.append("%s: %s is a %s flag in a %s job (XLA aborts at start-up on flags its build "
+                                "does not register)" % (flag_path, bare, other.upper(), platform.upper()))
+            rendered[bare] = "--%s=%s" % (bare, render_value(bare, value, flag_path))
+    return " ".join(rendered.values()), warnings
+
+
+def flag_platform(name: str) -> str:
+    return next((platform for prefix, platform in PLATFORM_PREFIXES.items() if name.startswith(prefix)), "")
 
 
 def unknown_flag_warning(name: str, path: str) -> str:

@@ -79,6 +79,7 @@ def test_seed_configs_plan_with_overrides(name, model, arch, unset):
     assert sorted(result["nodes"]) == ["n1", "n2"]
     assert result["total_steps"] == 12
     assert result["final_step"] == (11 if name.startswith("jax") else 12)
+    assert not [w for w in result["warnings"] if "ignored" in w], "the planner uses every key of the seeds"
     for node in result["nodes"].values():
         assert all(isinstance(value, str) for value in node["container"]["env"].values())
         assert "<changeme>" not in json.dumps(node)

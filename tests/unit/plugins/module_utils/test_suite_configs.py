@@ -1,0 +1,105 @@
+"""The validation suite's own configs (tests/fixtures/cvs, copied from ROCm/cvs, MIT; see SOURCE.md there):
+its current legacy JAX layout plans with every setting it carries; what we do not support is refused by name."""
+import os
+
+import pytest
+
+from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._xla import render_xla_flags
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
+SUITE = os.path.join(REPO, "tests", "fixtures", "cvs")
+JAX_CURRENT = "jax/mi300x_jax_llama3_1_70b_distributed.json"
+HOSTS = [Host("n1", "10.0.0.1"), Host("n2", "10.0.0.2")]
+SITE = {"config": {"nccl_ib_hca_list": "bnxt_re0,bnxt_re1", "nccl_ib_hca": "bnxt_re0,bnxt_re1"}}
+
+
+def suite_config(name):
+    return load_config_file(os.path.join(SUITE, name))
+
+
+def plan(name, overrides=None):
+    overrides = SITE if overrides is None else overrides
+    return plan_run(suite_config(name), HOSTS, PlanOptions(config_path=name, overrides=overrides, run_id="r1"))
+
+
+def test_every_env_var_and_xla_flag_of_the_current_jax_layout_reaches_the_container():
+    raw = suite_config(JAX_CURRENT)["config"]
+    result = plan(JAX_CURRENT)
+    env = result["nodes"]["n1"]["container"]["env"]
+    for name, value in raw["env_vars"].items():
+        assert env[name] == value, name
+    flags = env["XLA_FLAGS"].split(" ")
+    assert len(flags) == len(raw["xla_flags"])
+    assert "--xla_gpu_enable_command_buffer=" in flags, "the suite's '' is XLA's empty list"
+    assert "--xla_gpu_memory_limit_slop_factor=95" in flags
+    assert not [w for w in result["warnings"] if "xla" in w.lower() or "ignored" in w]
+
+
+def test_the_rdma_provider_library_is_mounted_once_and_copied_into_place_before_the_framework():
+    node = plan(JAX_CURRENT)["nodes"]["n1"]
+    mounted = [v for v in node["container"]["volumes"] if "libbnxt_re-rdmav34.so" in v]
+    assert mounted == ["/usr/local/lib/libbnxt_re-rdmav34.so:"
+                       "/usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so.host"]
+    script = node["files"][0]["content"]
+    copy = ("cp -f /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so.host "
+            "/usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so || {")
+    assert copy in script and script.index(copy) < script.index("cd /workspace/maxtext")
+
+
+def test_a_bad_rdma_lib_names_its_path():
+    with pytest.raises(ConfigError, match=r"config\.rdma_lib\.container_dest_file.*absolute path"):
+        plan(JAX_CURRENT, {**SITE, "config": {**SITE["config"], "rdma_lib": {"container_dest_file": "lib.so"}}})
+
+
+def test_keys_we_do_not_use_are_named_in_warnings():
+    extra = {"megatron_root": "/opt/Megatron", "hca_id_pattern": "bnxt_re*", "nccl_ib_hcx": "x"}
+    warnings = plan(JAX_CURRENT, {"config": {**SITE["config"], **extra}})["warnings"]
+    assert "config.megatron_root: ignored (the run uses the image's /workspace/Megatron-LM)" in warnings
+    assert any(w.startswith("config.hca_id_pattern: ignored") for w in warnings)
+    assert not any("nccl_ib_hcx" in w for w in warnings), "an env-like key is an environment variable"
+
+
+def test_lowercase_env_like_keys_reach_the_container_upper_cased():
+    extra = {"torch_nccl_async_error_handling": "1", "omp_num_threads": "8", "fi_provider": "verbs",
+             "ucx_tls": "rc"}
+    env = plan(JAX_CURRENT, {"config": {**SITE["config"], **extra}})["nodes"]["n2"]["container"]["env"]
+    assert {k: env[k] for k in ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "FI_PROVIDER", "UCX_TLS")} == \
+        {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "OMP_NUM_THREADS": "8", "FI_PROVIDER": "verbs", "UCX_TLS": "rc"}
+
+
+def test_a_token_in_env_vars_is_refused_like_one_in_env_dict():
+    with pytest.raises(ConfigError, match=r"config\.env_vars\.HF_TOKEN.*hf_token_file"):
+        plan(JAX_CURRENT, {"config": {**SITE["config"], "env_vars": {"HF_TOKEN": "hf_x"}}})
+
+
+@pytest.mark.parametrize("name, path", [
+    ("torchtitan/mi3xx_torchtitan_llama_distributed.json", "config.torchtitan_root"),
+    ("torchtitan/mi355_llama3_1_70b_distributed_config.json", "framework"),
+])
+def test_torchtitan_is_refused_never_planned_as_another_framework(name, path):
+    with pytest.raises(ConfigError) as error:
+        plan(name, {})
+    assert error.value.path == path and "TorchTitan is not supported yet" in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["jaxmaxtext/mi300x_jaxmaxtext_llama-3.3-70b_distributed.json",
+                                  "megatron/mi325x_megatron_llama-3.3-70b_distributed.json"])
+def test_the_versioned_format_is_refused_by_name(name):
+    with pytest.raises(ConfigError) as error:
+        plan(name, {})
+    assert error.value.path == "schema_version" and "not supported yet" in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["", "''", '""', []])
+def test_an_empty_list_is_xlas_way_to_turn_a_list_flag_off(value):
+    assert render_xla_flags({"xla_gpu_enable_command_buffer": value}) == ("--xla_gpu_enable_command_buffer=", [])
+
+
+def test_another_platforms_flag_is_warned_about():
+    rendered, warnings = render_xla_flags({"xla_tpu_megacore_fusion_allow_ags": "false"}, "p", platform="gpu")
+    assert rendered == "--xla_tpu_megacore_fusion_allow_ags=false"
+    assert warnings == ["p.xla_tpu_megacore_fusion_allow_ags: xla_tpu_megacore_fusion_allow_ags is a TPU flag in "
+                        "a GPU job (XLA aborts at start-up on flags its build does not register)"]
