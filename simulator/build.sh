@@ -80,11 +80,12 @@ copy_busybox() {
 install_standins() {
   local opt=$ROOT/opt/clusterval maxtext=$ROOT/workspace/maxtext/src/MaxText llama=$ROOT/workspace/Megatron-LM/examples/llama
   install -d "$opt" "$maxtext" "$llama" "$ROOT/workspace/maxtext/output" "$ROOT/workspace/Megatron-LM/output"
-  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train}.py "$HERE"/standin/xla_flags.txt "$opt/"
+  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train,ibv_devinfo}.py "$HERE"/standin/xla_flags.txt "$opt/"
   install -m 0644 "$HERE/standin/base.yml" "$maxtext/base.yml"
   install -m 0755 "$HERE/standin/maxtext_launcher.py" "$maxtext/train.py"
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama3.sh"
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama2.sh"
+  install -m 0755 "$HERE/standin/ibv_devinfo.sh" "$ROOT/usr/bin/ibv_devinfo"
 }
 
 make_context() {

@@ -47,6 +47,8 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("nccl_catastrophic", "network", "local work queue catastrophic error"),
     _sig("dist_backend_error", "network", "DistBackendError"),
     _sig("remote_network_error", "network", "there was a network error"),
+    # the launch script's RDMA check in the container (_rdma.py)
+    _sig("rdma_in_container", "network", "[clusterval] RDMA failure:"),
     # timeouts
     _sig("nccl_timeout", "timeout", "NCCL timeout"),
     _sig("watchdog_timeout", "timeout", "Watchdog caught collective operation timeout"),

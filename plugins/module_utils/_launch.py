@@ -17,9 +17,9 @@ def launch_script(run_id: str, workdir: str, run_lines: Sequence[str], exit_path
                   prelude: Sequence[str] = ()) -> str:
     """Runs the framework's lines in its working directory, then records their exit status in exit_path.
 
-    ``prelude``: POSIX sh lines run first, such as ``_rdma.prelude_lines(node["launch"]["rdma"])`` (contract 4:
-    they print one ``[clusterval] RDMA ...`` line and exit non-zero on failure, which ends the script with
-    that status recorded).
+    ``prelude``: POSIX sh lines run first, such as the RDMA setup of ``_rdma.prelude_lines`` (they print
+    ``[clusterval] RDMA failure: ...`` into the training log and ``finish 1`` on failure, which ends the
+    script with that status recorded).
     """
     lines = [
         "#!/bin/sh",

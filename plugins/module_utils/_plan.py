@@ -12,7 +12,6 @@ import datetime
 import os
 import re
 import secrets
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -46,6 +45,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._launch import
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
+from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._xla import render_flag_sources
 
 FRAMEWORKS = PLANNED
@@ -622,7 +622,7 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "image": image,
         "devices": devices(container.get("device_list", [])),
         "volumes": with_mounts(volumes(container.get("volume_dict", {})),
-                               rdma_lib(ctx)["volumes"] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
+                               rdma_lib_copy(ctx.config.get("rdma_lib"))[0] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
         "shm_size": shm_size,
         "network_mode": "host",
         "ipc_mode": "host",
@@ -677,30 +677,6 @@ def with_mounts(configured: List[str], needed: List[str]) -> List[str]:
     return configured + [volume for volume in needed if volume.split(":")[1] not in targets]
 
 
-def rdma_lib(ctx: Context) -> Dict[str, List[str]]:
-    """``config.rdma_lib``: the host's RDMA provider library, mounted beside its place in the container and
-    copied into place by the launch script before the framework starts (as the validation suite does)."""
-    spec = ctx.config.get("rdma_lib")
-    if spec is None or spec == {}:
-        return {"volumes": [], "prelude": []}
-    if not isinstance(spec, dict):
-        raise ConfigError("config.rdma_lib", "an object with host_source_file, container_mount_file and "
-                          "container_dest_file", type_name(spec))
-    paths = {}
-    for key in ("host_source_file", "container_mount_file", "container_dest_file"):
-        value = spec.get(key)
-        if not isinstance(value, str) or not value.startswith("/") or ":" in value:
-            raise ConfigError(join_path("config.rdma_lib", key), "an absolute path without ':'", show(value))
-        paths[key] = value
-    mount, dest = shlex.quote(paths["container_mount_file"]), shlex.quote(paths["container_dest_file"])
-    fail = "[clusterval] RDMA provider library: cannot copy %s to %s" % (
-        paths["container_mount_file"], paths["container_dest_file"])
-    return {"volumes": ["%s:%s:ro" % (paths["host_source_file"], paths["container_mount_file"])],
-            "prelude": ["cp -f %s %s || { echo %s >&2; finish 1; }" % (mount, dest, shlex.quote(fail)),
-                        "echo %s" % shlex.quote("[clusterval] RDMA provider library %s in place"
-                                                % paths["container_dest_file"])]}
-
-
 def output_mounts(ctx: Context, workdir: str) -> List[str]:
     """Host directories mounted under the framework's working directory: its outputs; they must exist."""
     values = container_config(ctx).get("volume_dict", {})
@@ -724,7 +700,9 @@ def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[st
     log_path = "%s/training.log" % ctx.run_dir
     exit_path = "%s/training.exit" % ctx.run_dir
     script_path = "%s/launch.sh" % ctx.run_dir
-    script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path, rdma_lib(ctx)["prelude"])
+    rdma = rdma_setup(ctx.config, common["container"]["volumes"], common["env"], job.nnodes > 1, log_path)
+    ctx.warnings.extend(w for w in rdma["warnings"] if w not in ctx.warnings)
+    script = launch_script(ctx.run_id, common["workdir"], common["run_lines"], exit_path, rdma["prelude"])
     files = [{"path": script_path, "mode": "0755", "content": script}]
     files.extend(common["files"])
     labels = container_labels(ctx.run_id, job.name, ctx.run_dir, absolute_path(ctx.config, "data_cache_dir"))

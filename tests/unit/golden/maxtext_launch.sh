@@ -4,6 +4,17 @@ exit_file=/home/root/LOGS/clusterval/r1/training.exit
 finish() { echo "$1" >"$exit_file.tmp" && mv -f "$exit_file.tmp" "$exit_file"; exit "$1"; }
 rm -f "$exit_file"
 if [ -r /run/clusterval/hf_token ]; then HF_TOKEN=$(cat /run/clusterval/hf_token) && export HF_TOKEN; fi
+{
+  cp -f /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so.host /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so || { echo '[clusterval] RDMA failure: cannot put the provider library /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so.host in place as /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so'; finish 1; }
+  echo '[clusterval] RDMA: provider library /usr/lib/x86_64-linux-gnu/libibverbs/libbnxt_re-rdmav34.so in place'
+  hcas=$(ibv_devinfo -l 2>&1); listed=$?
+  hcas=$(printf '%s' "$hcas" | tr -s '[:space:]' ' ')
+  if [ "$listed" -ne 0 ]; then echo "[clusterval] RDMA failure: ibv_devinfo -l failed in the container: $hcas"; finish 1; fi
+  for hca in bnxt_re0 bnxt_re1; do
+    case " $hcas " in *" $hca "*) ;; *) echo "[clusterval] RDMA failure: ibv_devinfo in the container does not list HCA $hca of NCCL_IB_HCA (it found: $hcas)"; finish 1 ;; esac
+  done
+  echo '[clusterval] RDMA: ibv_devinfo in the container lists bnxt_re0 bnxt_re1'
+} >>/home/root/LOGS/clusterval/r1/training.log 2>&1
 cd /workspace/maxtext || finish 126
 train_script=
 for candidate in /workspace/maxtext/src/maxtext/trainers/pre_train/train.py /workspace/maxtext/src/MaxText/train.py /workspace/maxtext/MaxText/train.py; do
