@@ -155,8 +155,8 @@ def count_events(inventory: str, hosts: list[str], mode: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--inventory", default=None)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 8])
-    parser.add_argument("--forks", type=int, nargs="+", default=[64])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--forks", type=int, nargs="+", default=[64, 4])
     parser.add_argument("--modes", nargs="+", default=["node", "cluster"], choices=["node", "cluster"])
     parser.add_argument("--events", action="store_true", help="also count job events under ansible-runner")
     args = parser.parse_args()

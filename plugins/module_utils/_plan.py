@@ -79,17 +79,17 @@ ENV_LIKE_KEY = re.compile(
     r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|torch_|pytorch_|omp_|fi_|ucx_|miopen_|hipblaslt_|tensile_|"
     r"gloo_socket_ifname$|gpu_max_hw_queues$|xla_python_client_mem_fraction$|cuda_device_max_connections$)"
 )
-# The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation).
+# The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation);
+# distributed_training and dataset_source are the suite's, their meaning derived (model_params mode, mock_data).
 CONFIG_KEYS = frozenset((
     "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
     "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
-    "ld_library_path", "log_dir", "master_address", "master_port", "mock_data", "nic_type", "nnodes", "rdma_lib",
-    "shm_size",
-    "training_iterations", "training_steps", "xla_flags",
+    "ld_library_path", "log_dir", "master_address", "master_port", "megatron_root", "mock_data", "nic_type", "nnodes",
+    "rdma_lib",
+    "shm_size", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
 IGNORED_KEY_NOTES = {
-    "megatron_root": "the run uses the image's /workspace/Megatron-LM",
     "training_scripts": "the run uses the framework's own training script",
     "hca_id_pattern": "NCCL_IB_HCA comes from nccl_ib_hca / nccl_ib_hca_list",
 }
@@ -601,8 +601,16 @@ def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
     env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
                 "TEE_OUTPUT": "1"})
     lines, display = _megatron.run_lines(settings.script, "%s/training.log" % ctx.run_dir)
-    return {"env": env, "workdir": _megatron.WORKDIR, "run_lines": lines, "command": display, "files": [],
+    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
             "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
+
+
+def megatron_root(ctx: Context) -> str:
+    """The Megatron-LM checkout in the image: config.megatron_root (the suite's key), else the ROCm images'."""
+    root = ctx.config.get("megatron_root", _megatron.WORKDIR)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.megatron_root", "an absolute path in the image without spaces", show(root))
+    return root.rstrip("/") or "/"
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:

@@ -55,9 +55,9 @@ def test_a_bad_rdma_lib_names_its_path():
 
 
 def test_keys_we_do_not_use_are_named_in_warnings():
-    extra = {"megatron_root": "/opt/Megatron", "hca_id_pattern": "bnxt_re*", "nccl_ib_hcx": "x"}
+    extra = {"training_scripts": "/x", "hca_id_pattern": "bnxt_re*", "nccl_ib_hcx": "x"}
     warnings = plan(JAX_CURRENT, {"config": {**SITE["config"], **extra}})["warnings"]
-    assert "config.megatron_root: ignored (the run uses the image's /workspace/Megatron-LM)" in warnings
+    assert "config.training_scripts: ignored (the run uses the framework's own training script)" in warnings
     assert any(w.startswith("config.hca_id_pattern: ignored") for w in warnings)
     assert not any("nccl_ib_hcx" in w for w in warnings), "an env-like key is an environment variable"
 
@@ -103,3 +103,21 @@ def test_another_platforms_flag_is_warned_about():
     assert rendered == "--xla_tpu_megacore_fusion_allow_ags=false"
     assert warnings == ["p.xla_tpu_megacore_fusion_allow_ags: xla_tpu_megacore_fusion_allow_ags is a TPU flag in "
                         "a GPU job (XLA aborts at start-up on flags its build does not register)"]
+
+
+MEGATRON_SEED = os.path.join(REPO, "configs", "megatron", "mi3xx_megatron_llama_single.json")
+
+
+def megatron_plan(extra):
+    overrides = {"config": {"training_iterations": "10", **extra}}
+    return plan_run(load_config_file(MEGATRON_SEED), HOSTS[:1], PlanOptions(
+        config_path=MEGATRON_SEED, overrides=overrides, run_id="r1", model="llama3_1_8b", gpu_arch="mi325"))
+
+
+def test_megatron_root_is_where_the_training_script_runs():
+    node = megatron_plan({"megatron_root": "/opt/Megatron-LM/"})["nodes"]["n1"]
+    assert node["launch"]["workdir"] == "/opt/Megatron-LM"
+    assert "cd /opt/Megatron-LM || finish 126" in node["files"][0]["content"]
+    assert megatron_plan({})["nodes"]["n1"]["launch"]["workdir"] == "/workspace/Megatron-LM"
+    with pytest.raises(ConfigError, match=r"config\.megatron_root: expected an absolute path"):
+        megatron_plan({"megatron_root": "Megatron-LM"})
