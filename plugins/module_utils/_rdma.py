@@ -100,11 +100,12 @@ def prelude_lines(copies: Sequence[Tuple[str, str]], hcas: Sequence[str], log_pa
 
 def rdma_setup(config: Mapping[str, object], volumes: Sequence[str], env: Mapping[str, str],
                multi_node: bool, log_path: str = "") -> Dict[str, List[str]]:
-    """{volumes, prelude, warnings} of a job: the extra volumes, the launch script's lines, plan warnings."""
-    extra, copies = rdma_lib_copy(config.get("rdma_lib"))
+    """{prelude, warnings} of a job whose container mounts `volumes` (rdma_lib's among them): the launch
+    script's lines and the plan's warnings."""
+    dummy, copies = rdma_lib_copy(config.get("rdma_lib"))
     copies = copies + [copy for copy in mounted_copies(volumes) if copy[0] not in {c[0] for c in copies}]
     uses_ib = multi_node and env.get("NCCL_IB_DISABLE", "0") != "1"
     hcas = hca_names(env.get("NCCL_IB_HCA", "")) if uses_ib else []
     nic_type = config.get("nic_type")
     warnings = hca_warnings(hcas, nic_type) if isinstance(nic_type, str) else []
-    return {"volumes": extra, "prelude": prelude_lines(copies, hcas, log_path), "warnings": warnings}
+    return {"prelude": prelude_lines(copies, hcas, log_path), "warnings": warnings}
