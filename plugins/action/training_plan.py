@@ -31,7 +31,8 @@ ARGUMENT_SPEC = {
     "run_id": {"type": "str"},
     "remote_user": {"type": "str"},
     "warmup_steps": {"type": "int"},
-    "gpus_per_node": {"type": "int", "default": 8},
+    "gpus_per_node": {"type": "int"},
+    "sweep": {"type": "str"},
     "compact": {"type": "bool", "default": True},
     "runs_dir": {"type": "path"},
     "hf_token_handed": {"type": "bool", "default": False},
@@ -68,7 +69,7 @@ class ActionModule(ActionBase):
             config_path=config_path, model=args["model"], gpu_arch=args["gpu_arch"], mode=args["mode"],
             framework=args["framework"], overrides=args["overrides"], iterations=args["iterations"],
             run_id=args["run_id"], remote_user=args["remote_user"] or self._remote_user(hosts, task_vars),
-            warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"],
+            warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"], sweep=args["sweep"],
             hf_token_handed=args["hf_token_handed"])
         try:
             plan = plan_run(load_config_file(config_path), hosts, options)

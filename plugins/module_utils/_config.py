@@ -86,6 +86,8 @@ def validate_sections(data: Any) -> None:
     if not isinstance(data, dict):
         raise ConfigError("(top level)", "a JSON object with config and model_params", type_name(data))
     refuse_unsupported_format(data)
+    if "schema_version" in data:
+        return  # the versioned format: checked by _versioned when planned
     problems = [Problem(name, "an object", "missing" if name not in data else type_name(data[name]))
                 for name in ("config", "model_params") if not isinstance(data.get(name), dict)]
     if problems:
@@ -93,7 +95,7 @@ def validate_sections(data: Any) -> None:
 
 
 def refuse_unsupported_format(data: Mapping[str, Any]) -> None:
-    """A TorchTitan config is never planned as another framework; the suite's versioned format is named."""
+    """A TorchTitan config is never planned as another framework."""
     framework = data.get("framework")
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     if (isinstance(framework, str) and "torchtitan" in framework.lower()) or "torchtitan_root" in config:
@@ -101,10 +103,6 @@ def refuse_unsupported_format(data: Mapping[str, Any]) -> None:
             "config.torchtitan_root"
         raise ConfigError(path, "a MaxText (JAX) or Megatron-LM config: TorchTitan is not supported yet",
                           "a TorchTitan config")
-    if "schema_version" in data:
-        raise ConfigError("schema_version", "the validation suite's legacy format (config and model_params."
-                          "single_node/multi_node): its versioned format (schema_version %s, with a threshold "
-                          "file) is not supported yet" % show(data["schema_version"]), show(data["schema_version"]))
 
 
 def type_name(value: Any) -> str:

@@ -16,7 +16,8 @@ SCRIPTS = {
     "llama2": "examples/llama/train_llama2.sh",
 }
 LAYERS_BY_SIZE = {8: 32, 70: 80}
-PRECISIONS = {"TE_FP8": "1", "TE_BF16": "0", "TE_FP16": "0"}
+# TE_* are the seed configs' labels; FP8 and BF16 the versioned format's.
+PRECISIONS = {"TE_FP8": "1", "TE_BF16": "0", "TE_FP16": "0", "FP8": "1", "BF16": "0"}
 
 
 class MegatronSettings(NamedTuple):

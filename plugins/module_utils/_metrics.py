@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import (
     HIGHER,
@@ -135,6 +135,9 @@ def judge_threshold(node: str, threshold: Dict[str, Any], steady: Sequence[Dict[
         actual, where = stats["mean"], "steady mean over steps %s-%s" % (stats["first_step"], stats["last_step"])
     elif is_finite_number(summary.get(metric)):
         actual, where = summary[metric], "training script summary"
+    elif kind == "info" or not threshold.get("set", True) or value is None:
+        return make_check(node, "threshold", "info" if kind == "info" else "no_threshold", metric, value, None,
+                          "%s not measured (%s)" % (metric, threshold.get("unset_reason") or kind))
     else:
         return make_check(node, "threshold", "fail", metric, value, None,
                           "%s missing: no value after warm-up (%s)" % (metric, kind))
@@ -171,6 +174,68 @@ def compare(node: str, metric: str, kind: str, value: float, actual: float, wher
             metric, other, fmt(ratio), "<" if not ok else ">=", fmt(value), where)
         actual = ratio
     return make_check(node, "threshold", "pass" if ok else "fail", metric, value, actual, text)
+
+
+# Step-time metrics in ms per unit of the framework's own step time.
+STEP_TIME_MS = {"seconds": 1000.0, "elapsed_time_per_iteration": 1.0}
+TOKENS_PER_GPU = ("tokens_per_sec_per_gpu", "tokens_per_gpu")
+
+
+def interpolated_percentile(values: Sequence[float], pct: float) -> float:
+    """Linear interpolation between the closest ranks, as numpy's default (the suite's figures)."""
+    ordered = sorted(values)
+    rank = pct / 100.0 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def step_time_metrics(steady: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+    for key, to_ms in STEP_TIME_MS.items():
+        values = [s[key] * to_ms for s in steady if is_finite_number(s.get(key))]
+        if values:
+            mean = statistics.fmean(values)
+            return {"step_time_seconds": mean / 1000.0, "step_time_mean_ms": mean,
+                    "step_time_p50_ms": interpolated_percentile(values, 50),
+                    "step_time_p95_ms": interpolated_percentile(values, 95)}
+    return {}
+
+
+def loss_metrics(steps: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+    losses = [s["loss"] for s in sorted(steps, key=lambda s: s["step"]) if is_finite_number(s.get("loss"))]
+    if not losses:
+        return {}
+    return {"final_loss": losses[-1], "loss_decreased": 1.0 if len(losses) > 1 and losses[-1] < losses[0] else 0.0}
+
+
+def throughput_metrics(steady: Sequence[Dict[str, Any]], job_gpus: Optional[int],
+                       scaling: Optional[Mapping[str, Any]], nnodes: int) -> Dict[str, float]:
+    """The job's tokens/s as this node measured it (per-GPU tokens x the job's GPUs), and the scaling
+    efficiency against ``scaling`` (a run's total on ``num_nodes`` nodes)."""
+    metric = next((m for m in TOKENS_PER_GPU if aggregate(steady, m)), None)
+    if metric is None or not job_gpus:
+        return {}
+    total = aggregate(steady, metric)["mean"] * job_gpus
+    result = {"tokens_per_sec_total": total}
+    if scaling and scaling.get("tokens_per_sec_total") and scaling.get("num_nodes"):
+        ideal = nnodes / float(scaling["num_nodes"]) * float(scaling["tokens_per_sec_total"])
+        result["scaling_efficiency_pct"] = 100.0 * total / ideal
+    return result
+
+
+def run_metrics(steps: Sequence[Dict[str, Any]], steady: Sequence[Dict[str, Any]], plan: Mapping[str, Any],
+                node: str) -> Dict[str, float]:
+    """Whole-run metrics of one node: step time mean/p50/p95 after warm-up, final loss, whether the loss
+    decreased, the job's tokens/s and its scaling efficiency (docs/results.md)."""
+    job_name = ((plan.get("nodes") or {}).get(node) or {}).get("job")
+    job = next((j for j in plan.get("jobs") or [] if j.get("name") == job_name), {})
+    nnodes = int(job.get("nnodes") or 1)
+    gpus = plan.get("gpus_per_node")
+    metrics = step_time_metrics(steady)
+    metrics.update(loss_metrics(steps))
+    metrics.update(throughput_metrics(steady, int(gpus) * nnodes if gpus else None, plan.get("scaling_baseline"),
+                                      nnodes))
+    return metrics
 
 
 def judge_convergence(node: str, steps: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -293,7 +358,7 @@ def step_checks(node: str, state: Dict[str, Any], plan: Dict[str, Any], warmup: 
     if finite:
         checks.append(finite)
     steady = steady_steps(steps, warmup)
-    summary = state.get("summary") or {}
+    summary = dict(run_metrics(steps, steady, plan, node), **(state.get("summary") or {}))
     checks.extend(judge_threshold(node, t, steady, summary) for t in plan.get("thresholds") or [])
     return checks
 
@@ -341,6 +406,7 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
             "simulated": bool(state.get("simulated")),
             "steady": {m: aggregate(steady, m) for m in SERIES_METRICS + ("elapsed_time_per_iteration", "seconds", "mem_usage")
                        if aggregate(steady, m) is not None},
+            "run": run_metrics(steps, steady, plan, node) if prints_steps else {},
         }
         series[node] = node_series(sorted(steps, key=lambda s: s["step"]), steady, limit)
     metric = next((m for m in THROUGHPUT_PREFERENCE
@@ -358,13 +424,15 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
 
 
 def cluster_summary(summaries: Dict[str, Any]) -> Dict[str, Any]:
-    cluster: Dict[str, Any] = {}
-    metrics = {m for s in summaries.values() for m in s["steady"]}
-    for metric in sorted(metrics):
-        means = [s["steady"][metric]["mean"] for s in summaries.values() if metric in s["steady"]]
-        cluster[metric] = {"mean": statistics.fmean(means), "median": statistics.median(means),
-                           "min": min(means), "max": max(means), "nodes": len(means)}
-    return cluster
+    """Across nodes: their steady means, and their whole-run metrics."""
+    values: Dict[str, List[float]] = {}
+    for summary in summaries.values():
+        for metric, stats in summary["steady"].items():
+            values.setdefault(metric, []).append(stats["mean"])
+        for metric, value in (summary.get("run") or {}).items():
+            values.setdefault(metric, []).append(value)
+    return {metric: {"mean": statistics.fmean(means), "median": statistics.median(means), "min": min(means),
+                     "max": max(means), "nodes": len(means)} for metric, means in sorted(values.items())}
 
 
 def small_metrics(plan: Dict[str, Any], outcome: Dict[str, Any], run_dir: Optional[str]) -> Dict[str, Any]:

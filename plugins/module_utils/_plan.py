@@ -8,6 +8,7 @@ all nodes share is stored once; `node_view` gives a node's whole part from eithe
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import re
@@ -15,7 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron
+from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -46,6 +47,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._metricdefs im
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
+from ansible_collections.clusterval.training.plugins.module_utils._versioned import Versioned, is_versioned, origin, to_engine
 from ansible_collections.clusterval.training.plugins.module_utils._xla import render_flag_sources
 
 FRAMEWORKS = PLANNED
@@ -85,8 +87,7 @@ CONFIG_KEYS = frozenset((
     "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
     "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_root", "mock_data", "nic_type", "nnodes",
-    "rdma_lib",
-    "shm_size", "training_iterations", "training_steps", "xla_flags",
+    "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
 IGNORED_KEY_NOTES = {
@@ -130,7 +131,10 @@ class PlanOptions:
     run_id: Optional[str] = None
     remote_user: str = "root"
     warmup_steps: Optional[int] = None
-    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    # None: the config's training.gpus_per_node (versioned format), else DEFAULT_GPUS_PER_NODE.
+    gpus_per_node: Optional[int] = None
+    # The versioned format's sweep to run; None: the first enabled one.
+    sweep: Optional[str] = None
     now: Optional[datetime.datetime] = None
     # The controller hands the HF token to every node (AWX credential): hf_token_file is the run's copy.
     hf_token_handed: bool = False
@@ -160,13 +164,42 @@ class Context:
     run_id: str
     run_dir: str
     warnings: List[str] = field(default_factory=list)
+    versioned: Optional[Versioned] = None
 
 
 # -- entry point ----------------------------------------------------------------------------------
 
 def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanOptions) -> Dict[str, Any]:
+    """The plan of a config in either format; errors name the paths of the config as written."""
     hosts = check_hosts(hosts)
+    if not is_versioned(raw_config):
+        return plan_document(raw_config, hosts, with_gpus(options, None), None)
+    validate_sections(raw_config)
+    versioned = to_engine(raw_config, options.sweep)
+    try:
+        plan = plan_document(versioned.document, hosts, with_gpus(options, versioned.gpus_per_node), versioned)
+    except ConfigError as exc:
+        raise ConfigError.many(Problem(origin(p.path, versioned.origins), p.expected, p.found)
+                               for p in exc.problems) from None
+    plan["warnings"] = versioned.warnings + [written_paths(w, versioned) for w in plan["warnings"]]
+    return plan
+
+
+def with_gpus(options: PlanOptions, configured: Optional[int]) -> PlanOptions:
+    gpus = options.gpus_per_node or configured or DEFAULT_GPUS_PER_NODE
+    return dataclasses.replace(options, gpus_per_node=to_int(gpus, "gpus_per_node", minimum=1))
+
+
+def written_paths(warning: str, versioned: Versioned) -> str:
+    """A warning about an engine path, about the config's path instead."""
+    path, sep, rest = warning.partition(": ")
+    return origin(path, versioned.origins) + sep + rest if sep and " " not in path else warning
+
+
+def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: PlanOptions,
+                  versioned: Optional[Versioned]) -> Dict[str, Any]:
     ctx = prepare(raw_config, hosts, options)
+    ctx.versioned = versioned
     jobs = make_jobs(ctx, hosts)
     check_parallelism(ctx, jobs[0].nnodes)
     common = common_node_parts(ctx)
@@ -194,7 +227,8 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
         "total_steps": ctx.total_steps,
         "warmup_steps": warmup_steps(ctx),
         "jobs": [job_summary(job) for job in jobs],
-        "thresholds": thresholds(ctx),
+        "gpus_per_node": options.gpus_per_node,
+        **judged_against(ctx, jobs[0].nnodes),
         "warnings": ctx.warnings,
         "nodes": nodes,
     }
@@ -441,6 +475,33 @@ def warmup_steps(ctx: Context) -> int:
 
 # -- thresholds -----------------------------------------------------------------------------------
 
+def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
+    """The plan's thresholds: the config's result_dict, or the versioned format's threshold file."""
+    if ctx.versioned is None:
+        return {"thresholds": thresholds(ctx)}
+    versioned = ctx.versioned
+    labels = dict(versioned.sweep_labels, NNODES=nnodes, STEPS=ctx.total_steps)
+    if ctx.framework == MAXTEXT:
+        batch = _maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
+        labels["GBS"] = batch * nnodes * ctx.options.gpus_per_node if isinstance(batch, (int, float)) else None
+    path = _threshold_file.find(ctx.options.config_path, versioned.threshold_json)
+    source = {"sweep": versioned.sweep, "run_settings": labels, "scaling_baseline": versioned.scaling_baseline}
+    if path is None:
+        ctx.warnings.append("threshold_json: no threshold file beside the config; the metrics are reported, "
+                            "not judged")
+        return dict(source, thresholds=[], threshold_file=None)
+    choice = _threshold_file.choose(_threshold_file.load(path), labels, versioned.sweep, versioned.enforce_thresholds,
+                                    os.path.basename(path))
+    if choice.name is None:
+        ctx.warnings.append(choice.note)
+    for threshold in choice.thresholds:
+        if threshold["metric"] == "scaling_efficiency_pct" and versioned.scaling_baseline is None:
+            threshold.update(set=False, unset_reason="no scaling baseline (scaling_baseline.tokens_per_sec_total "
+                                                     "is 0 or missing)")
+    return dict(source, thresholds=choice.thresholds,
+                threshold_file={"path": path, "cell": choice.name, "note": choice.note})
+
+
 def thresholds(ctx: Context) -> List[Dict[str, Any]]:
     path = join_path(ctx.selection.path, "result_dict")
     results = ctx.selection.params.get("result_dict", {})
@@ -582,11 +643,23 @@ def maxtext_parts(ctx: Context) -> Dict[str, Any]:
     yaml_path = "%s/maxtext.yml" % ctx.run_dir
     output_dir = "%s/output" % ctx.run_dir
     content = _maxtext.build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
-    lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir)
+    candidates = train_script_paths(ctx)
+    lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
     return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": _maxtext.WORKDIR, "run_lines": lines,
             "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
-            "directories": [output_dir], "trains_model": check.trains,
-            "script_candidates": list(_maxtext.TRAIN_SCRIPTS)}
+            "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
+
+
+def train_script_paths(ctx: Context) -> List[str]:
+    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones)."""
+    paths = ctx.config.get("train_script_paths", list(_maxtext.TRAIN_SCRIPTS))
+    if not isinstance(paths, list) or not paths:
+        raise ConfigError("config.train_script_paths", "a list of paths in the image", show(paths))
+    for index, path in enumerate(paths):
+        if not isinstance(path, str) or not path.startswith("/") or any(ch.isspace() for ch in path):
+            raise ConfigError(join_path("config.train_script_paths", index), "an absolute path without spaces",
+                              show(path))
+    return list(paths)
 
 
 def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:

@@ -24,7 +24,7 @@ def unjudged_reason(threshold: Mapping[str, Any]) -> Optional[str]:
     if threshold.get("kind") == "info":
         return INFO_ONLY
     if not threshold.get("set", True) or threshold.get("value") is None:
-        return NOT_SET
+        return threshold.get("unset_reason") or NOT_SET
     if threshold.get("enforce") is False:
         return NOT_ENFORCED
     return None
@@ -53,19 +53,25 @@ def soften_unenforced(checks: List[Dict[str, Any]], unjudged: List[Dict[str, str
 
 def required_threshold_checks(unjudged: List[Dict[str, str]]) -> List[Dict[str, Any]]:
     return [make_check("cluster", "threshold", "fail", u["metric"], "a threshold", None,
-                       "%s: no threshold set, and training_require_thresholds is true (set one in the config, "
-                       "a threshold file, or -e training_baseline=<results.json>)" % u["metric"])
-            for u in unjudged if u["reason"] == NOT_SET]
+                       "%s: %s, and training_require_thresholds is true (set one in the config, "
+                       "a threshold file, or -e training_baseline=<results.json>)" % (u["metric"], u["reason"]))
+            for u in unjudged if u["reason"] not in (INFO_ONLY, NOT_ENFORCED)]
 
 
 def pass_headline(unjudged: List[Dict[str, str]]) -> str:
     throughput = [u["metric"] for u in unjudged if u["metric"] in THROUGHPUT_PREFERENCE and u["reason"] == NOT_SET]
-    others = [u["metric"] for u in unjudged if u["metric"] not in throughput]
+    plain = [u["metric"] for u in unjudged if u["metric"] not in throughput and u["reason"] in (INFO_ONLY, NOT_SET,
+                                                                                                NOT_ENFORCED)]
+    because: Dict[str, List[str]] = {}
+    for u in unjudged:
+        if u["metric"] not in throughput and u["metric"] not in plain:
+            because.setdefault(u["reason"], []).append(u["metric"])
     notes = []
     if throughput:
         notes.append("throughput not judged: no thresholds for %s" % ", ".join(throughput))
-    if others:
-        notes.append("not judged: %s" % ", ".join(others))
+    notes += ["not judged (%s): %s" % (reason, ", ".join(metrics)) for reason, metrics in because.items()]
+    if plain:
+        notes.append("not judged: %s" % ", ".join(plain))
     return "PASS" + (" (%s)" % "; ".join(notes) if notes else "")
 
 
@@ -87,7 +93,7 @@ def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pc
                    consequences=analysis["consequences"] if failures else [],
                    independent_failures=analysis["independent"] if failures else [],
                    require_thresholds=require_thresholds, effective_model=plan.get("effective_model"),
-                   baseline=plan.get("baseline"))
+                   baseline=plan.get("baseline"), sweep=plan.get("sweep"), threshold_file=plan.get("threshold_file"))
     outcome["headline"] = headline(outcome, analysis)
     return outcome
 

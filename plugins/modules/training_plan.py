@@ -85,9 +85,18 @@ options:
     type: int
   gpus_per_node:
     description:
-      - GPUs per node; the MaxText C(ici_*) parallelism product must equal it.
+      - GPUs per node; the MaxText C(ici_*) parallelism product must equal it, and the job's total tokens/s
+        is the per-GPU rate times the job's GPUs.
+      - Defaults to C(training.gpus_per_node) of a versioned config, else V(8).
     type: int
-    default: 8
+  sweep:
+    description:
+      - The validation suite's versioned format (C(schema_version) V(1)) describes several runs, its sweeps
+        (C(training.sweeps[].name) for MaxText, the keys of C(sweep.combinations) for Megatron-LM). This
+        names the one to run.
+      - Defaults to the first enabled sweep (C(training.enabled_sweep_list), C(sweep.runs)); a warning names
+        the others.
+    type: str
   compact:
     description:
       - Return the plan in its compact form - what every node shares (files, container spec, environment,

@@ -173,3 +173,53 @@ class TestRunChecks:
         assert metrics["nodes"]["node1"]["steady_mean"]["tokens_per_sec_per_gpu"] == pytest.approx(8600.0)
         assert outcome["simulated"] is True
         assert all(not (isinstance(v, float) and math.isnan(v)) for v in metrics["cluster"]["loss"].values())
+
+
+# -- whole-run metrics of the suite's threshold files ------------------------------------------
+
+def two_node_plan(thresholds, scaling=None):
+    return {"framework": "maxtext", "final_step": 9, "warmup_steps": 2, "gpus_per_node": 8,
+            "jobs": [{"name": "job0", "hosts": ["n1", "n2"], "nnodes": 2}], "scaling_baseline": scaling,
+            "thresholds": thresholds, "nodes": {"n1": {"job": "job0", "prints_steps": True},
+                                                "n2": {"job": "job0", "prints_steps": True}}}
+
+
+def timed_steps(seconds, losses, tokens=1000.0):
+    return [{"step": step, "seconds": s, "loss": loss, "tokens_per_sec_per_gpu": tokens}
+            for step, (s, loss) in enumerate(zip(seconds, losses))]
+
+
+def test_step_times_after_warm_up_with_interpolated_percentiles_like_the_suite():
+    steps = timed_steps([30.0, 9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], [10.0 - s for s in range(12)])
+    metrics = _metrics.run_metrics(steps, _metrics.steady_steps(steps, 2), two_node_plan([]), "n1")
+    assert metrics["step_time_mean_ms"] == pytest.approx(5500.0), "the 30 s first step (compile) is warm-up"
+    assert metrics["step_time_seconds"] == pytest.approx(5.5)
+    assert metrics["step_time_p50_ms"] == pytest.approx(5500.0)
+    assert metrics["step_time_p95_ms"] == pytest.approx(9550.0), "numpy's linear interpolation"
+    assert (metrics["final_loss"], metrics["loss_decreased"]) == (-1.0, 1.0)
+
+
+def test_the_jobs_tokens_per_second_and_its_scaling_efficiency():
+    steps = timed_steps([1.0] * 6, [5.0] * 6, tokens=1000.0)
+    plan = two_node_plan([], scaling={"tokens_per_sec_total": 10000.0, "num_nodes": 1})
+    metrics = _metrics.run_metrics(steps, _metrics.steady_steps(steps, 2), plan, "n2")
+    assert metrics["tokens_per_sec_total"] == 16000.0, "1000 tokens/s/GPU x 8 GPUs x 2 nodes"
+    assert metrics["scaling_efficiency_pct"] == pytest.approx(80.0), "16000 / (2 x 10000)"
+    assert metrics["loss_decreased"] == 0.0, "a flat loss did not decrease"
+    assert "scaling_efficiency_pct" not in _metrics.run_metrics(steps, steps, two_node_plan([]), "n1")
+
+
+def test_threshold_file_metrics_are_judged_per_node_and_info_ones_never_fail():
+    thresholds = [{"metric": "final_loss", "kind": "max", "value": 5.0, "set": True},
+                  {"metric": "loss_decreased", "kind": "min", "value": 1, "set": True},
+                  {"metric": "step_time_p95_ms", "kind": "max", "value": 1500.0, "set": True},
+                  {"metric": "eval_loss", "kind": "info", "value": None, "set": False}]
+    good = {"steps": timed_steps([1.0] * 10, [9.0 - s * 0.5 for s in range(10)]), "last_step": 9, "exit_code": 0}
+    flat = {"steps": timed_steps([1.0] * 8 + [2.0, 2.0], [6.0] * 10), "last_step": 9, "exit_code": 0}
+    outcome = _metrics.evaluate(two_node_plan(thresholds), {"n1": good, "n2": flat})
+    failed = {(c["node"], c["metric"]) for c in outcome["checks"] if c["status"] == "fail"}
+    assert failed == {("n2", "final_loss"), ("n2", "loss_decreased"), ("n2", "step_time_p95_ms"), ("n2", "loss")}
+    eval_loss = [c for c in outcome["checks"] if c["metric"] == "eval_loss"]
+    assert {c["status"] for c in eval_loss} == {"info"} and "not measured" in eval_loss[0]["detail"]
+    assert outcome["summary"]["nodes"]["n1"]["run"]["final_loss"] == 4.5
+    assert outcome["summary"]["cluster"]["final_loss"]["max"] == 6.0

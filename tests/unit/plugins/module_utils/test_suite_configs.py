@@ -1,5 +1,6 @@
 """The validation suite's own configs (tests/fixtures/cvs, copied from ROCm/cvs, MIT; see SOURCE.md there):
-its current legacy JAX layout plans with every setting it carries; what we do not support is refused by name."""
+its current legacy JAX layout plans with every setting it carries; TorchTitan is refused by name (the versioned
+format: test_versioned.py)."""
 import os
 
 import pytest
@@ -83,14 +84,6 @@ def test_torchtitan_is_refused_never_planned_as_another_framework(name, path):
     with pytest.raises(ConfigError) as error:
         plan(name, {})
     assert error.value.path == path and "TorchTitan is not supported yet" in str(error.value)
-
-
-@pytest.mark.parametrize("name", ["jaxmaxtext/mi300x_jaxmaxtext_llama-3.3-70b_distributed.json",
-                                  "megatron/mi325x_megatron_llama-3.3-70b_distributed.json"])
-def test_the_versioned_format_is_refused_by_name(name):
-    with pytest.raises(ConfigError) as error:
-        plan(name, {})
-    assert error.value.path == "schema_version" and "not supported yet" in str(error.value)
 
 
 @pytest.mark.parametrize("value", ["", "''", '""', []])
