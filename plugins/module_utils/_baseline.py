@@ -5,7 +5,9 @@
 Every results.json is a valid baseline (``summary.cluster.<metric>.mean``, the mean of the nodes'
 steady means). A metric whose threshold the config leaves unset, and the run's throughput metrics,
 get ``min`` = mean x (1 - tolerance) when higher is better, ``max`` = mean x (1 + tolerance) when
-lower is better. Thresholds the config sets stay as they are.
+lower is better. Thresholds the config sets stay as they are. Its total tokens/s and node count are
+what scaling efficiency is measured against when the config has no scaling baseline (a single-node run
+as the baseline of a multi-node one).
 """
 from __future__ import annotations
 
@@ -65,9 +67,11 @@ def apply(plan: Dict[str, Any], document: Mapping[str, Any], path: str,
           tolerance: Union[None, float, Mapping[str, Any]] = None) -> Dict[str, Any]:
     """A copy of ``plan`` whose unset thresholds (and throughput metrics) come from the baseline."""
     cluster = document["summary"]["cluster"]
+    scaling = plan.get("scaling_baseline") or scaling_of(document, path)
+    thresholds = with_scaling(plan.get("thresholds") or [], scaling)
     kept: List[Dict[str, Any]] = []
     wanted: List[str] = []
-    for threshold in plan.get("thresholds") or []:
+    for threshold in thresholds:
         metric = str(threshold.get("metric"))
         if threshold.get("set", True) and threshold.get("value") is not None or threshold.get("kind") == "info":
             kept.append(threshold)
@@ -78,8 +82,8 @@ def apply(plan: Dict[str, Any], document: Mapping[str, Any], path: str,
     derived = [baseline_threshold(m, float(cluster[m]["mean"]), tolerance_of(m, tolerance))
                for m in wanted if finite_mean(cluster.get(m)) is not None]
     derived_metrics = {t["metric"] for t in derived}
-    missing = [t for t in plan.get("thresholds") or [] if t.get("metric") in wanted and t.get("metric") not in derived_metrics]
-    result = dict(plan)
+    missing = [t for t in thresholds if t.get("metric") in wanted and t.get("metric") not in derived_metrics]
+    result = dict(plan, scaling_baseline=scaling)
     result["thresholds"] = kept + derived + missing
     result["baseline"] = {"path": path, "run_id": document.get("run_id"),
                           "tolerance_pct": tolerance if isinstance(tolerance, Mapping) else
@@ -91,3 +95,21 @@ def apply(plan: Dict[str, Any], document: Mapping[str, Any], path: str,
 def finite_mean(aggregate: Optional[Mapping[str, Any]]) -> Optional[float]:
     mean = (aggregate or {}).get("mean") if isinstance(aggregate, Mapping) else None
     return float(mean) if isinstance(mean, (int, float)) and math.isfinite(mean) and mean > 0 else None
+
+
+def scaling_of(document: Mapping[str, Any], path: str) -> Optional[Dict[str, Any]]:
+    """The baseline run's total tokens/s and node count: what scaling efficiency is measured against."""
+    total = finite_mean(document["summary"]["cluster"].get("tokens_per_sec_total"))
+    nodes = len(document["summary"].get("nodes") or {})
+    if total is None or not nodes:
+        return None
+    return {"tokens_per_sec_total": total, "num_nodes": float(nodes), "source": path}
+
+
+def with_scaling(thresholds: List[Dict[str, Any]], scaling: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """A scaling-efficiency threshold left unjudged for want of a scaling baseline is judged once there is one."""
+    if not scaling:
+        return thresholds
+    return [{key: value for key, value in dict(t, set=True).items() if key != "unset_reason"}
+            if t.get("metric") == "scaling_efficiency_pct" and t.get("unset_reason") and t.get("value") is not None
+            else t for t in thresholds]

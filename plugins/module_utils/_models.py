@@ -31,11 +31,12 @@ MAXTEXT_KEYS = {"emb_dim": "base_emb_dim", "num_layers": "base_num_decoder_layer
 
 
 def canonical(model: str) -> str:
-    """``llama3_1_70b`` and ``llama_3_1_70b`` (Megatron, file names) -> ``llama3.1-70b``."""
+    """``llama3_1_70b``, ``llama_3_1_70b`` (Megatron, file names) and ``llama3.1_70B`` (the suite's versioned
+    Megatron configs) -> ``llama3.1-70b``."""
     text = str(model).strip().lower()
     if text in MODELS:
         return text
-    match = re.match(r"^llama_?(\d)(?:_(\d))?_(\d+b)$", text)
+    match = re.match(r"^llama_?(\d)(?:[._](\d))?_(\d+b)$", text)
     if match:
         major, minor, size = match.groups()
         name = "llama%s%s-%s" % (major, "." + minor if minor else "", size)

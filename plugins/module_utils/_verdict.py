@@ -93,7 +93,8 @@ def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pc
                    consequences=analysis["consequences"] if failures else [],
                    independent_failures=analysis["independent"] if failures else [],
                    require_thresholds=require_thresholds, effective_model=plan.get("effective_model"),
-                   baseline=plan.get("baseline"), sweep=plan.get("sweep"), threshold_file=plan.get("threshold_file"))
+                   baseline=plan.get("baseline"), sweep=plan.get("sweep"), threshold_file=plan.get("threshold_file"),
+                   scaling_baseline=plan.get("scaling_baseline"))
     outcome["headline"] = headline(outcome, analysis)
     return outcome
 

@@ -11,6 +11,7 @@ docs/config.md ("The suite's versioned format") lists every key and where it goe
 """
 from __future__ import annotations
 
+import operator
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -45,13 +46,16 @@ IGNORED = {
     "model.precision": "the sweep's settings decide the precision",
     "container.runtime.name": "the container runs with Docker",
 }
+# __maxtext_version<=26.3__train_script: the train script of the images whose MaxText version satisfies it.
+VERSIONED_SCRIPT = re.compile(r"^__maxtext_version(<=|>=|==|<|>)([0-9]+(?:\.[0-9]+)*)__train_script$")
+IMAGE_VERSION = re.compile(r"maxtext-v([0-9]+(?:\.[0-9]+)*)")
+VERSION_TESTS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
 RUNTIME_ARGS = ("network", "ipc", "privileged", "shm-size", "ulimit", "volumes", "devices")
 
 
 class Versioned(NamedTuple):
     """A versioned config in the engine's shape, and what the planner needs beyond it."""
     document: Dict[str, Any]
-    framework: str
     sweep: str
     sweep_labels: Dict[str, Any]
     gpus_per_node: Optional[int]
@@ -270,7 +274,7 @@ def maxtext_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versione
     dataset = str(params.get("dataset_type", "synthetic"))
     config["mock_data"] = "True" if dataset == "synthetic" else "False"
     gpus = training.get("gpus_per_node")
-    return Versioned(document, MAXTEXT, name, maxtext_labels(params, config), gpus if isinstance(gpus, int) else None,
+    return Versioned(document, name, maxtext_labels(params, config), gpus if isinstance(gpus, int) else None,
                      thresholds_enforced(data), threshold_json(data), scaling_baseline(training, "training"),
                      origins, warnings)
 
@@ -282,12 +286,15 @@ def maxtext_config(data: Mapping[str, Any], training: Mapping[str, Any], origins
     config.update(container_settings(require_dict(data, "container", ""), origins, warnings))
     simple = {"training_steps": ("steps", "30"), "enable_checkpointing": ("enable_checkpointing", False),
               "distributed_training": ("distributed", True), "nic_type": ("nic_type", None),
-              "rdma_lib": ("rdma_lib", None), "xla_flags": ("xla_flags", None),
-              "train_script_paths": ("train_script_paths", None)}
+              "rdma_lib": ("rdma_lib", None), "xla_flags": ("xla_flags", None)}
     for key, (source, default) in simple.items():
         if source in training or default is not None:
             config[key] = training.get(source, default)
             origins.append((join_path("config", key), join_path("training", source)))
+    scripts = train_scripts(data, training)
+    if scripts:
+        config["train_script_paths"] = scripts
+        origins.append(("config.train_script_paths", "training.train_script_paths"))
     for key in ("log_dir", "hf_token_file"):
         config[key] = paths.get(key)
         origins.append((join_path("config", key), join_path("paths", key)))
@@ -306,6 +313,29 @@ def maxtext_config(data: Mapping[str, Any], training: Mapping[str, Any], origins
             warnings.append("%s: ignored (clusterval.training does not use it)" % join_path("training.nccl", key))
     config["container_config"]["env_dict"] = jax_distributed(training, config, origins, warnings)
     return config
+
+
+def train_scripts(data: Mapping[str, Any], training: Mapping[str, Any]) -> Optional[List[Any]]:
+    """``train_script_paths`` after the script of the ``__maxtext_version<op><version>__train_script`` key that
+    the image's MaxText version (``maxtext-v26.4`` in its tag) satisfies; with no version in the tag, every
+    versioned script after them. The launch script runs the first one the image has."""
+    listed = training.get("train_script_paths")
+    if listed is not None and not isinstance(listed, list):
+        raise ConfigError("training.train_script_paths", "a list of paths in the image", type_name(listed))
+    versioned = [(match.group(1), version_tuple(match.group(2)), value) for match, value in
+                 ((VERSIONED_SCRIPT.match(key), value) for key, value in data.items()) if match]
+    if not versioned:
+        return listed
+    found = IMAGE_VERSION.search(str(require_dict(data, "container", "").get("image", "")))
+    image = version_tuple(found.group(1)) if found else None
+    if image is None:
+        return list(dict.fromkeys(list(listed or []) + [path for dummy, dummy, path in versioned]))
+    chosen = [path for op, version, path in versioned if VERSION_TESTS[op](image, version)]
+    return list(dict.fromkeys(chosen + list(listed or [])))
+
+
+def version_tuple(text: str) -> Tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def jax_distributed(training: Mapping[str, Any], config: Dict[str, Any], origins: List[Tuple[str, str]],
@@ -403,7 +433,7 @@ def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Version
               "PRECISION": params.get("precision"), "SEQLEN": params.get("sequence_length"),
               "STEPS": config.get("training_iterations")}
     document = {"config": config, "model_params": {mode: {model: {gpu_arch: params}}}}
-    return Versioned(document, MEGATRON, name, labels, None, thresholds_enforced(data), threshold_json(data),
+    return Versioned(document, name, labels, None, thresholds_enforced(data), threshold_json(data),
                      scaling_baseline(data, ""), origins, warnings)
 
 

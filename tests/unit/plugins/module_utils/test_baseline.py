@@ -67,3 +67,22 @@ def test_bad_baselines_are_refused_naming_the_file(tmp_path, content, message):
 def test_bad_tolerance_is_refused():
     with pytest.raises(_baseline.BaselineError, match=r"training_baseline_tolerance.seconds: expected 0 <= percent"):
         _baseline.tolerance_of("seconds", {"seconds": 150})
+
+
+def test_a_single_node_baseline_is_what_scaling_efficiency_is_measured_against(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"run_id": "one-node", "summary": {"nodes": {"node9": {}}, "cluster": {
+        "tokens_per_sec_per_gpu": {"mean": 1000.0}, "tokens_per_sec_total": {"mean": 8000.0}}}}))
+    scaling = {"metric": "scaling_efficiency_pct", "kind": "min", "value": 90.0, "set": False,
+               "unset_reason": "no scaling baseline (scaling_baseline.tokens_per_sec_total is 0 or missing)"}
+    two_nodes = dict(plan([scaling], hosts=("node1", "node2")), gpus_per_node=8,
+                     jobs=[{"name": "job0", "hosts": ["node1", "node2"], "nnodes": 2}])
+    two_nodes["nodes"] = {h: {"prints_steps": True, "job": "job0"} for h in ("node1", "node2")}
+    derived = _baseline.apply(two_nodes, _baseline.load(str(path)), str(path))
+    assert derived["scaling_baseline"] == {"tokens_per_sec_total": 8000.0, "num_nodes": 1.0, "source": str(path)}
+    outcome = _verdict.verdict(derived, {h: healthy() for h in ("node1", "node2")})
+    efficiency = [c for c in outcome["checks"] if c["metric"] == "scaling_efficiency_pct"]
+    # 1000 tokens/s/GPU x 8 GPUs x 2 nodes against 2 x 8000: 100 %
+    assert [(c["node"], c["status"], round(c["actual"], 1)) for c in efficiency] == \
+        [("node1", "pass", 100.0), ("node2", "pass", 100.0)]
+    assert "scaling_efficiency_pct" in outcome["judged"] and outcome["scaling_baseline"]["num_nodes"] == 1.0

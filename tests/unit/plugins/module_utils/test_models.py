@@ -12,7 +12,7 @@ def test_parameter_counts_match_the_published_sizes(name, params_b):
     assert _models.effective_model(name)["params_b"] == params_b
 
 
-@pytest.mark.parametrize("key", ["llama3_1_70b", "llama_3_1_70b", "llama3.1-70b"])
+@pytest.mark.parametrize("key", ["llama3_1_70b", "llama_3_1_70b", "llama3.1-70b", "llama3.1_70B"])
 def test_megatron_and_file_name_keys_name_the_same_model(key):
     assert _models.effective_model(key)["name"] == "llama3.1-70b"
 

@@ -144,6 +144,12 @@ def test_without_a_threshold_file_the_metrics_are_reported_not_judged(tmp_path):
     assert result["thresholds"] == [] and any(w.startswith("threshold_json: no threshold file") for w in result["warnings"])
 
 
+def test_a_threshold_file_that_is_not_there_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"^threshold_json: expected a readable threshold file, found .*missing\.json "
+                                          r"\(No such file or directory\)"):
+        plan(change=set_in(("threshold_json",), "missing.json"))
+
+
 def test_a_threshold_file_with_an_unknown_kind_is_refused_with_its_path(tmp_path):
     shutil.copy(JAX, tmp_path / "run.json")
     cells = {BF16: {"training.tokens_per_sec_per_gpu": {"kind": "minimum", "value": 1}}}
@@ -223,3 +229,31 @@ def test_the_seed_format_is_unchanged_by_the_versioned_one():
     site["config"]["nccl_ib_gid_index"] = "3"
     result = plan_run(load_config_file(seed), hosts(), PlanOptions(config_path=seed, overrides=site, run_id="r1"))
     assert "sweep" not in result and result["gpus_per_node"] == 8
+
+
+@pytest.mark.parametrize("image, first", [
+    ("rocm/jax-training:maxtext-v26.4", "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py"),
+    ("rocm/jax-training:maxtext-v26.3", "/workspace/maxtext/src/MaxText/train.py"),
+    ("registry.local/jax:latest", "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py"),
+])
+def test_the_train_script_of_the_images_maxtext_version_comes_first(image, first):
+    script = plan(change=set_in(("container", "image"), image))["nodes"]["n1"]["files"][0]["content"]
+    line = next(line for line in script.splitlines() if line.startswith("for candidate in "))
+    candidates = line[len("for candidate in "):-len("; do")].split()
+    assert candidates[0] == first
+    assert set(candidates) == {"/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
+                               "/workspace/maxtext/src/MaxText/train.py"}
+
+
+def test_with_enforce_thresholds_false_a_missed_threshold_is_reported_not_failed():
+    result = plan(change=set_in(("enforce_thresholds",), False))
+    assert {t["enforce"] for t in result["thresholds"]} == {False}
+    steps = [{"step": s, "loss": 9.0 - s * 0.1, "tokens_per_sec_per_gpu": 500.0, "tflops_per_sec_per_gpu": 100.0,
+              "seconds": 1.0} for s in range(11)]
+    nodes = {host: {"steps": steps, "last_step": 9, "exit_code": 0, "errors": []} for host in ("n1", "n2")}
+    outcome = _verdict.verdict(result, nodes)
+    missed = [c for c in outcome["checks"] if c["metric"] == "tokens_per_sec_per_gpu" and c["check"] == "threshold"]
+    assert outcome["verdict"] == "PASS", outcome["failures"]
+    assert [c["status"] for c in missed] == ["info", "info"] and missed[0]["detail"].endswith("(not enforced)")
+    assert "tokens_per_sec_per_gpu 500.0 < 962.0" in missed[0]["detail"]
+    assert plan()["thresholds"][1]["enforce"] is True
