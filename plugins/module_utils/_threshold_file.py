@@ -110,10 +110,10 @@ def choose(cells: Mapping[str, Dict[str, Any]], actual: Mapping[str, Any], sweep
     unknown = [key for key in labels_of(chosen) if key not in actual]
     note = "%s: cell %s judges this run (%s)%s" % (path, chosen, run, "; not compared: %s" % ", ".join(unknown)
                                                    if unknown else "")
-    return CellChoice(chosen, thresholds(cells[chosen], chosen, enforce), note)
+    return CellChoice(chosen, thresholds(cells[chosen], enforce), note)
 
 
-def thresholds(cell: Mapping[str, Any], name: str, enforce: bool) -> List[Dict[str, Any]]:
+def thresholds(cell: Mapping[str, Any], enforce: bool) -> List[Dict[str, Any]]:
     """The cell as the plan's thresholds (docs/results.md)."""
     result = []
     for metric, spec in cell.items():
@@ -136,4 +136,4 @@ def unjudged(cell: Mapping[str, Any], path: str) -> List[Dict[str, Any]]:
     """A cell's gated metrics, named in the verdict as not judged: no cell of the file is for this run."""
     reason = "no cell of %s for this run" % path
     return [dict(threshold, set=False, value=None, unset_reason=reason)
-            for threshold in thresholds(cell, "", True) if threshold["kind"] != "info"]
+            for threshold in thresholds(cell, True) if threshold["kind"] != "info"]
