@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -40,16 +41,6 @@ def read_new_lines(path: str, offset: int, max_bytes: int) -> Tuple[List[Dict[st
     return restarted + records, offset + end, size
 
 
-def renew_lease(path: str, content: Mapping[str, Any]) -> None:
-    """Rewrite the lease atomically: supervisors count a changed content as a renewal."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lease-", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(dict(content), handle)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def read_all(status_dir: str, hosts: Sequence[str], offsets: Mapping[str, int],
              max_bytes: int = DEFAULT_MAX_BYTES) -> Dict[str, Dict[str, Any]]:
     """{host: {records, offset, size}}; ``size`` is None when the node wrote no stream yet."""
@@ -65,7 +56,7 @@ def poll(params: Mapping[str, Any]) -> Dict[str, Any]:
     """The module's work: renew the lease first (a slow read must not let it lapse), then read."""
     lease = params.get("lease")
     if lease is not None:
-        renew_lease(os.path.join(params["status_dir"], "lease"), lease)
+        _atomic.write_json(os.path.join(params["status_dir"], "lease"), dict(lease))
     nodes = read_all(params["status_dir"], params["hosts"], params.get("offsets") or {},
                      params.get("max_bytes") or DEFAULT_MAX_BYTES)
     return {"nodes": nodes, "lease_renewed": lease is not None}

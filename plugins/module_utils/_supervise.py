@@ -22,10 +22,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 STOP_GRACE_S = 10.0
@@ -49,14 +49,6 @@ def append_records(path: str, records: List[Dict[str, Any]], fresh: bool = False
         os.write(fd, data.encode("utf-8"))
     finally:
         os.close(fd)
-
-
-def write_atomically(path: str, data: Dict[str, Any]) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".status-", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, allow_nan=True)
-    os.replace(tmp, path)
 
 
 def read_small(path: str) -> Optional[str]:
@@ -138,7 +130,7 @@ class Supervisor:
 
     def write_status(self, record: Dict[str, Any]) -> None:
         try:
-            write_atomically(self.status_file, dict(record, host=self.host))
+            _atomic.write_json(self.status_file, dict(record, host=self.host))
         except OSError:
             pass
 

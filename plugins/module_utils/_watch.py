@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDED
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
@@ -85,22 +85,11 @@ def abort_path(run_dir: str) -> str:
     return os.path.join(run_dir, ABORT_FILE)
 
 
-def read_json(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
+read_json = _atomic.read_json
 
 
 def write_json_atomically(path: str, data: Mapping[str, Any]) -> None:
-    """Readers (the other hosts' polls) see the old file or the new one, never half of one."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, allow_nan=True)
-    os.replace(tmp, path)
+    _atomic.write_json(path, data, makedirs=True)
 
 
 def new_state(host: str, started_at: float) -> State:
