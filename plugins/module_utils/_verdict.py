@@ -1,6 +1,6 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The results document's verdict: checks (``_metrics``), culprit (``_culprit``), what was judged, headline.
+"""The results document's verdict: checks (``_metrics``), culprit (``_run_fold.analyse``, the watch's one decision), what was judged, headline.
 
 A PASS is earned: a metric whose threshold is not set, is info only, or is not enforced is named in
 ``unjudged`` and in the headline (``PASS (throughput not judged: no thresholds for ...)``), and with
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils._culprit import analyse, failure_headline
+from ansible_collections.clusterval.training.plugins.module_utils._run_fold import analyse, failure_headline
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import evaluate, failure_line, make_check
 from ansible_collections.clusterval.training.plugins.module_utils._report import SCHEMA_VERSION
