@@ -310,21 +310,25 @@ def node_failed(state: Mapping[str, Any]) -> bool:
 
 
 def went_silent(host: str, state: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> bool:
-    """The node's stream stopped (or the controller could not reach it) while another node's went on."""
+    """The controller cannot reach the node while it reaches another, or the node's stream stopped while
+    another node's went on."""
+    others = [other for name, other in states.items() if name != host]
+    if state.get("ssh_unreachable"):
+        return any(not other.get("ssh_unreachable") for other in others)
     if state.get("reason") != "unreachable":
         return False
     last = state.get("last_record_at")
     if not isinstance(last, (int, float)):
-        return bool(state.get("ssh_unreachable"))
+        return False
     margin = float(state.get("stale_timeout") or 0.0) / 2.0
     return any(isinstance(other.get("last_record_at"), (int, float)) and other["last_record_at"] > last + margin
-               for name, other in states.items() if name != host)
+               for other in others)
 
 
 def silence_record(state: Mapping[str, Any]) -> Dict[str, Any]:
     last = state.get("last_record_time")
-    how = state.get("msg") or "no status from the node"
-    return {"class": LOST, "text": how, "lineno": None, "step": state.get("last_step"),
+    return {"class": "unreachable" if state.get("ssh_unreachable") else LOST,
+            "text": state.get("msg") or "no status from the node", "lineno": None, "step": state.get("last_step"),
             "time": last if isinstance(last, (int, float)) else None, "first_seen": state.get("last_record_at"),
             "consequence": False, "evidence": "silence"}
 

@@ -76,20 +76,27 @@ def pass_headline(unjudged: List[Dict[str, str]]) -> str:
 
 
 def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pct: float = 10.0,
-            warmup_steps: Optional[int] = None, require_thresholds: bool = False) -> Dict[str, Any]:
-    """Everything ``training_assert`` returns of the results document (docs/results.md)."""
+            warmup_steps: Optional[int] = None, require_thresholds: bool = False,
+            analysis: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Everything ``training_assert`` returns of the results document (docs/results.md). ``analysis``: the run
+    watch's one decision (``_run_watch.conclude``); without it (a log judged on its own) the same function
+    decides from ``nodes``."""
     outcome = evaluate(plan, nodes, straggler_pct, warmup_steps)
     scope = judged_and_unjudged(plan)
     soften_unenforced(outcome["checks"], scope["unjudged"])
     if require_thresholds:
         outcome["checks"].extend(required_threshold_checks(scope["unjudged"]))
-    analysis = analyse(nodes)
+    analysis = analysis if analysis is not None else analyse(nodes)
     failures = [failure_line(c) for c in outcome["checks"] if c["status"] == "fail"]
     culprit = analysis["culprit"]
+    run_cause = analysis.get("run_cause")
+    if run_cause and not failures:
+        failures = ["run: %s: %s" % (run_cause.get("class"), run_cause.get("text"))]
     if culprit:
         failures.sort(key=lambda line: not line.startswith("%s: " % culprit["host"]))
     outcome.update(scope, failures=failures, verdict="FAIL" if failures else "PASS",
                    schema_version=SCHEMA_VERSION, culprit=culprit if failures else None,
+                   run_cause=run_cause if failures else None,
                    consequences=analysis["consequences"] if failures else [],
                    independent_failures=analysis["independent"] if failures else [],
                    require_thresholds=require_thresholds, effective_model=plan.get("effective_model"),
