@@ -29,7 +29,7 @@ __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "resul
 # The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
 SCHEMA_VERSION = 1
 # The keys of results.json, in the order docs/results.md describes them.
-DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "consequences", "failures", "checks", "judged",
+DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "run_cause", "consequences", "failures", "checks", "judged",
                  "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
                  "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
                  "straggler_pct", "run_dir", "generated_at", "teardown")
@@ -134,6 +134,15 @@ def junit_xml(document: Dict[str, Any], hostname: Optional[str] = None, shown: O
     for key, value in junit_properties(document, shown):
         element(properties, "property", name=key, value=value)
     culprit_case = shown.culprit_checks[0] if shown.culprit_checks else None
+    run_cause = document.get("run_cause")
+    if isinstance(run_cause, dict):
+        case = element(suite, "testcase", classname="run", name="run %s" % run_cause.get("class"), time="0")
+        element(case, "error", shown.headline, message=str(run_cause.get("text")), type=str(run_cause.get("class")))
+        counts["errors"] = 1
+        suites.set("errors", "1")
+        suite.set("errors", "1")
+        suites.set("tests", str(len(checks) + 1))
+        suite.set("tests", str(len(checks) + 1))
     for check in checks:
         junit_case(suite, check, shown.headline if check is culprit_case else None)
     return ET.tostring(suites, encoding="unicode") + "\n"
@@ -164,6 +173,9 @@ def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str
     if shown.culprit:
         pairs.append(("culprit", str(shown.culprit["host"])))
         pairs.append(("consequences", compact_hosts(shown.consequences)))
+    run_cause = document.get("run_cause")
+    if isinstance(run_cause, dict):
+        pairs.append(("run_cause", "%s: %s" % (run_cause.get("class"), run_cause.get("text"))))
     pairs.append(("nodes", str(len(shown.subjects))))
     return pairs
 

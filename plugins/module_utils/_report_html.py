@@ -115,6 +115,22 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     return "".join(parts)
 
 
+def run_cause_box(run_cause: Mapping[str, Any]) -> str:
+    """No node is named: why, and where each node stopped with what its processes were doing."""
+    out = ['<div class="culprit-box"><h3>No node stands out: %s</h3><pre>%s</pre>' % (
+        esc(run_cause.get("class")), esc(run_cause.get("text")))]
+    evidence = run_cause.get("evidence")
+    if isinstance(evidence, dict) and evidence:
+        rows = "".join("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            esc(host), esc(item.get("step")), esc(item.get("reason")),
+            esc(" ".join("%s=%s" % (k, v) for k, v in sorted((item.get("process") or {}).items()) if k != "stack")))
+            for host, item in sorted(evidence.items()) if isinstance(item, dict))
+        out.append("<table><tr><th>node</th><th>last step</th><th>ended</th><th>training process</th></tr>%s</table>"
+                   % rows)
+    out.append("</div>")
+    return "".join(out)
+
+
 def verdict_block(document: Mapping[str, Any], shown: View) -> str:
     word, dummy, rest = shown.headline.partition(" ")
     if not word.rstrip(":") == shown.verdict:
@@ -133,6 +149,9 @@ def verdict_block(document: Mapping[str, Any], shown: View) -> str:
                 len(shown.consequences), "" if len(shown.consequences) == 1 else "s",
                 esc(compact_hosts(shown.consequences, 200))))
         out.append("</div>")
+    run_cause = document.get("run_cause")
+    if not culprit and isinstance(run_cause, dict):
+        out.append(run_cause_box(run_cause))
     if shown.unjudged:
         out.append('<div class="note"><b>Not judged:</b> %s</div>' % "; ".join(
             "%s (%s)" % (esc(u.get("metric")), esc(u.get("reason") or "no threshold")) for u in shown.unjudged))

@@ -388,11 +388,22 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
         primary = [singled]
     host, cause = primary[0]
     others = [(h, c) for h, c in ordered if h != host]
-    independent = [h for h, c in others if not c.get("consequence") and not c.get("ending")]
+    independent = [h for h, c in others if not c.get("consequence") and not c.get("ending")
+                   and not lost_peer_symptom(cause, c)]
     consequences = [h for h, c in others if h not in independent]
     result.update(culprit=culprit_record(host, cause), consequences=sorted(consequences, key=natural_key),
                   independent=sorted(independent, key=natural_key))
     return result
+
+
+# What the survivors of a lost node report about it: a lost connection, a failed collective, a wait.
+PEER_SYMPTOMS = ("network", "coordination", "hang")
+
+
+def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> bool:
+    """After a node went silent, the others' network and coordination failures are what its silence did."""
+    return culprit.get("evidence") == "silence" and cause.get("class") in PEER_SYMPTOMS and \
+        cause.get("at", math.inf) >= culprit.get("at", math.inf)
 
 
 def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
