@@ -214,7 +214,6 @@ def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:
     return result
 
 
-
 def save_look(directory: str, host: str, look: Mapping[str, Any]) -> None:
     """What a direct look at a silent node found, for the watch's conclusion (``_run_watch.conclude``)."""
     write_json_atomically(os.path.join(directory, DIRECT_DIR, "%s.json" % host), dict(look))

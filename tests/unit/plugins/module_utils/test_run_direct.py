@@ -298,7 +298,7 @@ def test_merge_keeps_only_new_steps_and_the_latest_offsets(tmp_path):
     state = _run_records.new_state("n1", T0)
     _run_direct.merge_poll(state, poll([step(0), step(1)], offset=100, lineno=10), T0 + 5)
     _run_direct.merge_poll(state, poll([step(1), step(2)], [error("crash", "boom")], offset=250, lineno=22,
-                                  summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
+                                       summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
     _run_direct.merge_poll(state, poll([], offset=260, lineno=23, simulated=True), T0 + 20)
     assert [s["step"] for s in state["steps"]] == [0, 1, 2]
     assert (state["last_step"], state["last_progress_at"], state["polls"]) == (2, T0 + 9, 3)
