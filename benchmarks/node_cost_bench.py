@@ -62,9 +62,9 @@ def one_run(inventory_path: str, hosts: list[str]) -> dict:
 
 
 def slope(points: list[tuple[float, float]]) -> float:
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    mean_x = sum(x for x, dummy in points) / len(points)
+    mean_y = sum(y for dummy, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
 
 
 def main() -> None:
@@ -76,7 +76,7 @@ def main() -> None:
     if max(options.nodes) > len(hosts):
         raise SystemExit(f"the cluster has {len(hosts)} nodes; --nodes asks for {max(options.nodes)}")
     rows = []
-    for _ in range(options.repeat):
+    for dummy in range(options.repeat):
         for count in options.nodes:
             rows.append(one_run(inventory_path, hosts[:count]))
             row = rows[-1]

@@ -143,6 +143,13 @@ options:
     type: bool
     default: false
     version_added: 0.3.0
+  looks:
+    description:
+      - With O(conclude), host -> the registered result of that host's direct look (O(fresh)). A look that never
+        answered (the connection failed, the task's timeout struck) counts as the node unreachable over SSH.
+    type: dict
+    default: {}
+    version_added: 0.3.0
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

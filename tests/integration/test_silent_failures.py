@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, sim_env, train_argv, training_containers,
-                            training_underway, wait_for)
+from test_train_e2e import ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, sim_env, train_argv, training_underway, wait_for
 
 pytestmark = pytest.mark.cluster
 

@@ -405,3 +405,14 @@ def test_a_plan_without_a_usable_final_step_is_refused_with_its_path(tmp_path):
     plan["final_step"] = "last"
     with pytest.raises(ConfigError, match=r"plan\.final_step: expected an integer, found 'last'"):
         watch_of(tmp_path, "n1", plan)
+
+
+def test_a_look_that_never_answered_is_the_node_unreachable():
+    timed_out = {"failed": True, "msg": "The task timed out after 40 seconds.\nmore"}
+    assert _run_direct.look_that_never_answered(timed_out)
+    assert _run_direct.look_that_never_answered({"unreachable": True, "msg": "ssh: connect to host: timed out"})
+    assert not _run_direct.look_that_never_answered({"skipped": True})
+    assert not _run_direct.look_that_never_answered({"failed": False, "reason": "running", "msg": "reachable"})
+    assert _run_direct.unanswered("n2", timed_out) == {
+        "unreachable": True, "failed": True, "reason": "unreachable",
+        "msg": "n2: unreachable over SSH: The task timed out after 40 seconds."}
