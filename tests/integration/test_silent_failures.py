@@ -33,6 +33,14 @@ def four(simcluster) -> list[str]:
     return simcluster.nodes[:4]
 
 
+@pytest.fixture(autouse=True)
+def clean_nodes(simcluster, four):
+    """Each case starts and ends with nothing of ours on the nodes, whatever the case left (a failed assertion
+    included): a teardown without a run id."""
+    yield
+    teardown_all(simcluster, four)
+
+
 class Run:
     """ansible-playbook train.yml in the background, its output in a file."""
 
