@@ -9,7 +9,6 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import natural_key
-
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     RUNNING, RECORD_KEYS, SUPERVISOR_STOPS, ClusterLimits, Decision, Limits, State, deadline_passed,
     eta_of, exit_decision, failure_in_log, hang, new_cluster_state, root_error)
@@ -58,7 +57,7 @@ def forget_earlier_supervisor(state: State) -> None:
     """A new supervisor started this node's stream anew (a new container of the run id): what an earlier
     one wrote says nothing about this job."""
     fresh = new_cluster_state(state["host"], state["started_at"])
-    fresh.update(stream_offset=state["stream_offset"], polls=state["polls"])
+    fresh.update(stream_offset=state["stream_offset"], polls=state["polls"], steps_reset=True)
     state.clear()
     state.update(fresh)
 

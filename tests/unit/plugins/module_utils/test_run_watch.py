@@ -91,3 +91,16 @@ def test_conclude_adds_the_direct_looks_and_decides_once(tmp_path):
     outcome = _run_watch.conclude(str(tmp_path), "r1", ["n1", "n2"])
     assert outcome["culprit"]["host"] == "n2" and outcome["culprit"]["class"] == "unreachable"
     assert _run_watch.load_outcome(str(tmp_path), "r1")["culprit"]["host"] == "n2"
+
+
+def test_no_step_is_lost_or_doubled_whatever_each_poll_brings(tmp_path):
+    batches = [steps(0, 1, T0), steps(1, 2, T0 + 1), steps(2, 5, T0 + 2), [], steps(5, 6, T0 + 3)]
+    for number, batch in enumerate(batches):
+        watch(tmp_path, T0 + number).poll(read({"n1": batch, "n2": batch}), "n1", T0 + number)
+    assert [s["step"] for s in _run_watch.all_steps(_run_watch.watch_dir(str(tmp_path), "r1"), "n1")] == list(range(6))
+
+
+def test_a_new_supervisor_of_the_same_run_starts_the_steps_anew(tmp_path):
+    watch(tmp_path, T0).poll(read({"n1": [{"t": "up"}, {"t": "start"}] + steps(0, 3, T0)}), "n1", T0)
+    watch(tmp_path, T0 + 1).poll(read({"n1": [{"t": "restarted"}] + steps(0, 2, T0 + 1)}), "n1", T0 + 1)
+    assert [s["step"] for s in _run_watch.all_steps(_run_watch.watch_dir(str(tmp_path), "r1"), "n1")] == [0, 1]
