@@ -48,6 +48,7 @@ def fold_record(state: State, record: Mapping[str, Any], now: float) -> None:
     elif kind == "exit":
         state["exit_code"] = record.get("exit_code")
         state["exit_reason"] = record.get("reason")
+        state["exit_time"] = record.get("time")
         state["supervisor"] = "ended"
     elif kind == "sample":
         state["sample"] = item_of(record)
@@ -333,13 +334,18 @@ def silence_record(state: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def ending_record(state: Mapping[str, Any]) -> Dict[str, Any]:
+    """How the node ended, without a failure line. Its own process dying (a non-zero exit status, a container
+    killed or removed) is evidence of its own, timed when it died; a hang, a stop or an abort is not."""
     reason = state.get("reason")
     exit_code = state.get("exit_code")
     if reason in (None, "completed") and exit_code not in (None, 0):
         reason = "exit"
     text = state.get("msg") or ("exited with status %s" % exit_code if exit_code not in (None, 0) else str(reason))
+    died = reason == "exit" and exit_code not in (None, 0)
+    died_at = state.get("exit_time") or state.get("last_record_time") if died else None
     return {"class": reason or "exit", "text": text, "lineno": None, "step": state.get("last_step"),
-            "time": None, "first_seen": None, "consequence": reason in STOPPED_BY_WATCH, "ending": True}
+            "time": died_at, "first_seen": None, "consequence": reason in STOPPED_BY_WATCH, "ending": not died,
+            "evidence": "exit" if died else None}
 
 
 def cause_of(host: str, state: Mapping[str, Any], states: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
@@ -400,9 +406,12 @@ PEER_SYMPTOMS = ("network", "coordination", "hang")
 
 
 def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> bool:
-    """After a node went silent, the others' network and coordination failures are what its silence did."""
-    return culprit.get("evidence") == "silence" and cause.get("class") in PEER_SYMPTOMS and \
-        cause.get("at", math.inf) >= culprit.get("at", math.inf)
+    """After the culprit's failure, what the others show of it: a process that died without a word, and after a
+    node went silent, the network and coordination failures its silence caused."""
+    after = cause.get("at", math.inf) >= culprit.get("at", math.inf)
+    if cause.get("evidence") == "exit":
+        return after
+    return after and culprit.get("evidence") == "silence" and cause.get("class") in PEER_SYMPTOMS
 
 
 def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],

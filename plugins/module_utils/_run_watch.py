@@ -230,13 +230,16 @@ def with_direct_look(state: State, direct: Mapping[str, Any]) -> State:
     extra = [e for e in direct.get("errors") or [] if (e.get("lineno"), e.get("text")) not in known]
     if extra:
         merged["errors"] = list(state.get("errors") or []) + extra
+    before = state.get("msg") or state["host"]
     if direct.get("unreachable"):
         merged.update(ssh_unreachable=True, msg="%s; the controller cannot reach it either: %s"
-                      % (state.get("msg") or state["host"], direct.get("msg", "")))
-    elif direct.get("failed") and direct.get("reason") != "unreachable":
-        merged.update(msg="%s; a direct look found: %s" % (state.get("msg") or state["host"], direct.get("msg")))
-        if direct.get("exit_code") is not None:
-            merged["exit_code"] = direct["exit_code"]
+                      % (before, direct.get("msg", "")))
+    elif direct.get("reason") == "exit":
+        container = direct.get("container") or {}
+        exit_code = direct.get("exit_code") if direct.get("exit_code") is not None else container.get("exit_code")
+        merged.update(reason="exit", exit_code=exit_code, msg="%s (%s)" % (direct.get("msg"), before))
+    elif direct.get("failed"):
+        merged.update(msg="%s; a direct look found: %s" % (before, direct.get("msg")))
     return merged
 
 

@@ -337,3 +337,21 @@ def test_the_node_the_controller_cannot_reach_is_named_when_it_reaches_the_other
     analysis = _run_fold.analyse(states)
     assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "unreachable"
     assert sorted(analysis["consequences"]) == ["node1", "node3"]
+
+
+def test_a_container_killed_without_a_word_is_named_before_the_peer_that_died_of_it():
+    states = states_of(["node1", "node2"])
+    states["node1"].update(done=True, failed=True, reason="exit", exit_code=1, exit_time=T0 + 5.3, last_step=5,
+                           msg="node1: the training process exited with status 1 at step 5")
+    states["node2"].update(done=True, failed=True, reason="exit", exit_code=137, last_record_time=T0 + 4.9,
+                           last_step=5, msg="node2: the training container c exited with status 137 at step 5")
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["evidence"] == "exit"
+    assert analysis["consequences"] == ["node1"] or analysis["independent"] == ["node1"]
+
+
+def test_a_hang_everywhere_is_no_ones_exit():
+    states = states_of(["node1", "node2"])
+    for state in states.values():
+        state.update(done=True, failed=True, reason="hang", exit_code=None, last_step=3, msg="hang")
+    assert _run_fold.analyse(states)["culprit"] is None

@@ -104,3 +104,12 @@ def test_a_new_supervisor_of_the_same_run_starts_the_steps_anew(tmp_path):
     watch(tmp_path, T0).poll(read({"n1": [{"t": "up"}, {"t": "start"}] + steps(0, 3, T0)}), "n1", T0)
     watch(tmp_path, T0 + 1).poll(read({"n1": [{"t": "restarted"}] + steps(0, 2, T0 + 1)}), "n1", T0 + 1)
     assert [s["step"] for s in _run_watch.all_steps(_run_watch.watch_dir(str(tmp_path), "r1"), "n1")] == [0, 1]
+
+
+def test_a_direct_look_that_found_the_container_killed_names_it(tmp_path):
+    state = {"host": "n2", "reason": "unreachable", "failed": True, "msg": "n2: no status for 31 s", "errors": []}
+    merged = _run_watch.with_direct_look(state, {
+        "failed": True, "reason": "exit", "exit_code": None, "container": {"status": "exited", "exit_code": 137},
+        "msg": "n2: the training container c exited with status 137 at step 5"})
+    assert merged["reason"] == "exit" and merged["exit_code"] == 137
+    assert merged["msg"] == "n2: the training container c exited with status 137 at step 5 (n2: no status for 31 s)"
