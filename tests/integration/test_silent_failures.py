@@ -33,12 +33,19 @@ def four(simcluster) -> list[str]:
     return simcluster.nodes[:4]
 
 
+RUNS: list[Path] = []
+
+
 @pytest.fixture(autouse=True)
 def clean_nodes(simcluster, four):
-    """Each case starts and ends with nothing of ours on the nodes, whatever the case left (a failed assertion
-    included): a teardown without a run id."""
+    """Each case ends with nothing of its runs on the nodes, whatever it left (a failed assertion included):
+    a teardown of each of its runs by run id, which touches no other run on any cluster."""
+    RUNS.clear()
     yield
-    teardown_all(simcluster, four)
+    for run_dir in RUNS:
+        plan = run_dir / "plan.json"
+        if plan.is_file():
+            teardown_run(simcluster, four, json.loads(plan.read_text())["run_id"])
 
 
 class Run:
@@ -55,6 +62,7 @@ class Run:
             self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         self.started = time.monotonic()
+        RUNS.append(run_dir)
 
     def wait_training(self) -> None:
         wait_for(lambda: training_underway(self.run_dir) or self.proc.poll() is not None, 180)
@@ -130,11 +138,11 @@ def signal_node(cluster, node: str, sig: str) -> None:
     subprocess.run(["kill", f"-{sig}", *pids], capture_output=True, check=False)
 
 
-def teardown_all(cluster, nodes: list[str]) -> None:
+def teardown_run(cluster, nodes: list[str], run_id: str) -> None:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
-                           "-e", "training_hosts=" + ":".join(nodes)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S, check=False)
+                           "-e", "training_hosts=" + ":".join(nodes), "-e", f"training_run_id={run_id}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
@@ -172,7 +180,6 @@ def test_a_frozen_node_is_named_and_the_controller_does_not_wait_for_it(simclust
     assert elapsed < 150, f"the frozen node took {elapsed:.0f}s to be reported"
     # Thawed, its supervisor finds the lease lapsed and stops its job by itself.
     assert_nothing_running(simcluster, four, within_s=60)
-    teardown_all(simcluster, four)
 
 
 def test_a_node_whose_link_goes_down_is_named(simcluster, four, tmp_path):
@@ -189,7 +196,6 @@ def test_a_node_whose_link_goes_down_is_named(simcluster, four, tmp_path):
     assert elapsed < 150, f"the lost link took {elapsed:.0f}s to be reported"
     wait_for(lambda: simcluster.ssh(lost, "true", check=False).returncode == 0, 60)
     assert_nothing_running(simcluster, four, within_s=60)
-    teardown_all(simcluster, four)
 
 
 def test_the_controller_away_past_the_lease_blames_no_node(simcluster, four, tmp_path):
@@ -249,5 +255,6 @@ def test_a_busy_refusal_names_the_busy_node(simcluster, four, tmp_path):
     finally:
         os.killpg(holder.proc.pid, signal.SIGINT)
         holder.finish()
-        teardown_all(simcluster, four)
+    for run_dir in RUNS:
+        teardown_run(simcluster, four, json.loads((run_dir / "plan.json").read_text())["run_id"])
     assert_nothing_running(simcluster, four)
