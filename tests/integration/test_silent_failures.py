@@ -110,6 +110,14 @@ def agreed_culprit(run: Run) -> str | None:
     return culprit
 
 
+def assert_no_node_named(cluster, nodes: list[str], run: Run, verdict_start: str) -> None:
+    """The run failed with a cause outside every node, said as such everywhere; nothing is left running."""
+    assert run.proc.returncode != 0
+    assert agreed_culprit(run) is None
+    assert run.verdict().startswith(verdict_start), run.verdict()
+    assert_nothing_running(cluster, nodes)
+
+
 def running_training(cluster, nodes: list[str]) -> dict[str, list[str]]:
     running = {}
     for node in nodes:
@@ -205,10 +213,7 @@ def test_the_controller_away_past_the_lease_blames_no_node(simcluster, four, tmp
     time.sleep(FAST_WATCH["train_lease_timeout"] + 15)
     os.killpg(run.proc.pid, signal.SIGCONT)
     run.finish()
-    assert run.proc.returncode != 0
-    assert agreed_culprit(run) is None
-    assert run.verdict().startswith("VERDICT: FAIL: controller: the controller was away for "), run.verdict()
-    assert_nothing_running(simcluster, four)
+    assert_no_node_named(simcluster, four, run, "VERDICT: FAIL: controller: the controller was away for ")
 
 
 def test_a_run_taken_over_says_so_and_by_which_run(simcluster, four, tmp_path):
@@ -220,11 +225,7 @@ def test_a_run_taken_over_says_so_and_by_which_run(simcluster, four, tmp_path):
     first.finish()
     taker = json.loads((tmp_path / "second" / "plan.json").read_text())["run_id"]
     assert second.proc.returncode == 0, second.output()[-3000:]
-    assert first.proc.returncode != 0
-    assert agreed_culprit(first) is None
-    assert first.verdict().startswith(f"VERDICT: FAIL: takeover: the run was taken over by run {taker}"), \
-        first.verdict()
-    assert_nothing_running(simcluster, four)
+    assert_no_node_named(simcluster, four, first, f"VERDICT: FAIL: takeover: the run was taken over by run {taker}")
 
 
 def test_the_status_directory_removed_is_named_as_such_not_as_a_node(simcluster, four, tmp_path):
@@ -235,10 +236,7 @@ def test_the_status_directory_removed_is_named_as_such_not_as_a_node(simcluster,
     assert status.is_dir()
     subprocess.run(["rm", "-rf", str(status)], check=True)
     run.finish()
-    assert run.proc.returncode != 0
-    assert agreed_culprit(run) is None
-    assert run.verdict().startswith("VERDICT: FAIL: removed: the run's status directory"), run.verdict()
-    assert_nothing_running(simcluster, four)
+    assert_no_node_named(simcluster, four, run, "VERDICT: FAIL: removed: the run's status directory")
 
 
 def test_a_busy_refusal_names_the_busy_node(simcluster, four, tmp_path):
