@@ -24,6 +24,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._config import
     find_changeme,
     is_documentation_key,
     is_unset,
+    refuse_non_booleans,
     resolve_user,
     select_model_params,
     to_bool,
@@ -178,7 +179,9 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
     validate_sections(raw_config)
     written, engine = split_overrides(raw_config, options.overrides)
     options = dataclasses.replace(options, overrides=engine)
-    versioned = cell_as_written(raw_config, to_engine(deep_merge(raw_config, written), options.sweep))
+    as_written = deep_merge(raw_config, written)
+    refuse_non_booleans(as_written)
+    versioned = cell_as_written(raw_config, to_engine(as_written, options.sweep))
     try:
         plan = plan_document(versioned.document, hosts, with_gpus(options, versioned.gpus_per_node), versioned)
     except ConfigError as exc:
@@ -295,6 +298,7 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     validate_sections(raw_config)
     merged = deep_merge(raw_config, options.overrides)
     validate_sections(merged)
+    refuse_non_booleans(merged)
     framework = detect_framework(merged, options.framework)
     if options.iterations is not None:
         steps = to_int(options.iterations, "iterations", minimum=1)
