@@ -57,6 +57,8 @@ def plan_result(plan, runs_dir=None):
         "plan": plan,
         "run_dir": os.path.join(os.path.abspath(runs_dir or os.path.join(os.getcwd(), "runs")), plan["run_id"]),
         "ansible_facts": {"training_plan": plan},
+        # The ansible-playbook process (this worker's parent): the watch stops renewing the lease without it.
+        "controller_pid": os.getppid(),
         "msg": "planned %s on %d host(s) in %d job(s), %s form" % (
             plan["framework"], len(plan["nodes"]), len(plan["jobs"]), plan["form"]),
     }

@@ -9,7 +9,7 @@ import shutil
 from typing import Any, Dict, List, Mapping, Optional
 from urllib.parse import quote
 
-from ansible_collections.clusterval.training.plugins.module_utils import _launch, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils import _run_ship, _runlock
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
 
 DOCKER_TIMEOUT_S = 30.0
@@ -77,16 +77,16 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
     if run_dir:
         if remove_file(_runlock.lease_path(run_dir), dry_run):
             removed.append("lease %s" % _runlock.lease_path(run_dir))
-        if remove_file(_launch.handed_token_path(run_dir), dry_run):
-            removed.append("HF token copy %s" % _launch.handed_token_path(run_dir))
+        if remove_file(_run_ship.handed_token_path(run_dir), dry_run):
+            removed.append("HF token copy %s" % _run_ship.handed_token_path(run_dir))
         lock = _runlock.lock_path(run_dir)
         held = _runlock.read_lock(lock)
         if not keep_lock and held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
             removed.append("lock %s" % lock)
     if data_cache_dir and remove_file(_runlock.marker_path(data_cache_dir, run_id), dry_run):
         removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
-    if data_cache_dir and remove_tree(_launch.status_dir(data_cache_dir, run_id), dry_run):
-        removed.append("status directory %s" % _launch.status_dir(data_cache_dir, run_id))
+    if data_cache_dir and remove_tree(_run_ship.status_dir(data_cache_dir, run_id), dry_run):
+        removed.append("status directory %s" % _run_ship.status_dir(data_cache_dir, run_id))
     if node and not keep_lock and not dry_run:
         _runlock.forget_run(run_id, node)
     return removed

@@ -42,7 +42,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._launch import (
+from ansible_collections.clusterval.training.plugins.module_utils._run_ship import (
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model

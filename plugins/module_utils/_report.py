@@ -16,6 +16,7 @@ import socket
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
@@ -197,9 +198,6 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
     paths = {}
     for name, content in files.items():
         path = os.path.join(run_dir, name)
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(temporary, path)
+        _atomic.write_text(path, content)
         paths[name] = path
     return paths

@@ -1,6 +1,8 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The node-side supervisor: the training container's first process on every node.
+"""The node side of the run: the supervisor, and the one read of every node's status stream.
+
+The supervisor is the training container's first process on every node.
 
 It waits for the gang start, runs the launch script as its child, parses the training log incrementally
 with ``_logs`` and appends what it found to its node's status stream on the shared ``data_cache_dir``
@@ -14,6 +16,9 @@ image); Python 3.6+.
 Stream records (``t``): ``up`` (waiting for the gang start), ``start`` (child started), ``step``,
 ``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``exit`` (the end:
 ``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch).
+
+``poll`` (the module clusterval.training.training_status, on one node) renews the lease and reads what every
+supervisor appended since the previous poll.
 """
 from __future__ import annotations
 
@@ -22,10 +27,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 STOP_GRACE_S = 10.0
@@ -49,14 +54,6 @@ def append_records(path: str, records: List[Dict[str, Any]], fresh: bool = False
         os.write(fd, data.encode("utf-8"))
     finally:
         os.close(fd)
-
-
-def write_atomically(path: str, data: Dict[str, Any]) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".status-", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, allow_nan=True)
-    os.replace(tmp, path)
 
 
 def read_small(path: str) -> Optional[str]:
@@ -138,7 +135,7 @@ class Supervisor:
 
     def write_status(self, record: Dict[str, Any]) -> None:
         try:
-            write_atomically(self.status_file, dict(record, host=self.host))
+            _atomic.write_json(self.status_file, dict(record, host=self.host))
         except OSError:
             pass
 
@@ -290,3 +287,62 @@ def main(argv: List[str]) -> int:
     with open(argv[1]) as handle:
         config = json.load(handle)
     return Supervisor(config).run()
+
+
+# -- one read of every stream ---------------------------------------------------------------------
+
+TAKEOVER_FILE = "taken_over.json"
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+def read_new_lines(path: str, offset: int, max_bytes: int) -> Tuple[List[Dict[str, Any]], int, Optional[int]]:
+    """The complete JSON lines after ``offset`` (at most about ``max_bytes``), the new offset and the file size.
+    A line still being written (no newline yet) waits for the next read. A stream shorter than ``offset`` was
+    started anew by a new supervisor: it is read from its start, marked by a ``restarted`` record."""
+    restarted: List[Dict[str, Any]] = []
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < offset:
+                offset, restarted = 0, [{"t": "restarted"}]
+            handle.seek(offset)
+            data = handle.read(max(0, min(max_bytes, size - offset)))
+    except FileNotFoundError:
+        return [], offset, None
+    end = data.rfind(b"\n") + 1
+    records = []
+    for raw in data[:end].splitlines():
+        try:
+            record = json.loads(raw.decode("utf-8", "replace"))
+        except ValueError:
+            record = {"t": "garbled", "text": raw[:200].decode("utf-8", "replace")}
+        records.append(record if isinstance(record, dict) else {"t": "garbled", "text": str(record)[:200]})
+    return restarted + records, offset + end, size
+
+
+def read_all(status_dir: str, hosts: Sequence[str], offsets: Mapping[str, int],
+             max_bytes: int = DEFAULT_MAX_BYTES) -> Dict[str, Dict[str, Any]]:
+    """{host: {records, offset, size}}; ``size`` is None when the node wrote no stream yet."""
+    found = {}
+    for host in hosts:
+        records, offset, size = read_new_lines(os.path.join(status_dir, "nodes", "%s.jsonl" % host),
+                                               int(offsets.get(host) or 0), max_bytes)
+        found[host] = {"records": records, "offset": offset, "size": size}
+    return found
+
+
+def poll(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The module's work: renew the lease first (a slow read must not let it lapse), then read. A status
+    directory removed under the run, or a run taken over by another, is said as such."""
+    status_dir = params["status_dir"]
+    if not os.path.isdir(status_dir):
+        return {"missing": True, "status_dir": status_dir, "nodes": {}, "lease_renewed": False}
+    taken = read_small(os.path.join(status_dir, TAKEOVER_FILE))
+    if taken is not None:
+        return {"taken_over": parse_lease(taken), "nodes": {}, "lease_renewed": False}
+    lease = params.get("lease")
+    if lease is not None:
+        _atomic.write_json(os.path.join(params["status_dir"], "lease"), dict(lease))
+    nodes = read_all(params["status_dir"], params["hosts"], params.get("offsets") or {},
+                     params.get("max_bytes") or DEFAULT_MAX_BYTES)
+    return {"nodes": nodes, "lease_renewed": lease is not None}

@@ -1,8 +1,8 @@
 """The cluster watch: supervisor records folded into node states, decisions, the contract-6 answer."""
 import time
 
-from ansible_collections.clusterval.training.plugins.module_utils import _watch
-from ansible_collections.clusterval.training.plugins.module_utils._watch import ClusterLimits, Limits
+from ansible_collections.clusterval.training.plugins.module_utils import _run_fold, _run_records
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import ClusterLimits, Limits
 
 T0 = 1_000_000.0
 FINAL = 9
@@ -19,21 +19,21 @@ def step(n, rate=100.0):
 
 
 def states_of(hosts):
-    return {h: _watch.new_cluster_state(h, T0) for h in hosts}
+    return {h: _run_records.new_cluster_state(h, T0) for h in hosts}
 
 
 def feed(state, records, now):
-    _watch.fold_stream(state, {"records": records, "offset": 100}, now)
+    _run_fold.fold_stream(state, {"records": records, "offset": 100}, now)
 
 
 def decide(state, now, prints=True, printer=None, rank=0):
-    decision = _watch.decide_cluster_node(state, node(rank, prints), FINAL, LIMITS, CLUSTER, printer, now)
-    _watch.apply_decision(state, decision, now)
+    decision = _run_fold.decide_cluster_node(state, node(rank, prints), FINAL, LIMITS, CLUSTER, printer, now)
+    _run_records.apply_decision(state, decision, now)
     return decision
 
 
 def test_records_fold_into_the_contract_1_node_state_keeping_unknown_keys():
-    state = _watch.new_cluster_state("n1", T0)
+    state = _run_records.new_cluster_state("n1", T0)
     error = {"t": "error", "class": "crash", "text": "Segmentation fault", "line": "x", "lineno": 7,
              "pattern": "Seg", "time": None, "first_seen": None, "step": 3, "consequence": False, "new_key": 1}
     feed(state, [{"t": "up"}, {"t": "start", "time": T0 + 1}, step(1), step(2), error,
@@ -47,7 +47,7 @@ def test_records_fold_into_the_contract_1_node_state_keeping_unknown_keys():
 
 
 def test_a_printing_node_completes_only_once_it_also_exited():
-    state = _watch.new_cluster_state("n1", T0)
+    state = _run_records.new_cluster_state("n1", T0)
     feed(state, [{"t": "start", "time": T0}] + [step(n) for n in range(FINAL + 1)], T0 + 10)
     assert not decide(state, T0 + 10).done
     feed(state, [{"t": "exit", "exit_code": 0, "reason": "exit"}], T0 + 11)
@@ -56,7 +56,7 @@ def test_a_printing_node_completes_only_once_it_also_exited():
 
 
 def test_a_printing_node_that_never_exits_after_its_final_step_hangs():
-    state = _watch.new_cluster_state("n1", T0)
+    state = _run_records.new_cluster_state("n1", T0)
     feed(state, [{"t": "start"}] + [step(n) for n in range(FINAL + 1)], T0 + 10)
     feed(state, [{"t": "beat"}], T0 + 10 + CLUSTER.exit_grace + 1)
     decision = decide(state, T0 + 10 + CLUSTER.exit_grace + 1)
@@ -64,10 +64,10 @@ def test_a_printing_node_that_never_exits_after_its_final_step_hangs():
 
 
 def test_a_silent_rank_must_exit_after_its_printing_node_completed_and_is_named():
-    printer = _watch.new_cluster_state("n2", T0)
+    printer = _run_records.new_cluster_state("n2", T0)
     feed(printer, [step(n) for n in range(FINAL + 1)], T0 + 10)
     decide(printer, T0 + 10)
-    silent = _watch.new_cluster_state("n1", T0)
+    silent = _run_records.new_cluster_state("n1", T0)
     silent["node_rank"] = 0
     feed(silent, [{"t": "start"}], T0 + 1)
     later = T0 + 10 + CLUSTER.exit_grace + 1
@@ -78,14 +78,14 @@ def test_a_silent_rank_must_exit_after_its_printing_node_completed_and_is_named(
 
 
 def test_a_silent_rank_that_exits_non_zero_fails_naming_it():
-    silent = _watch.new_cluster_state("n1", T0)
+    silent = _run_records.new_cluster_state("n1", T0)
     feed(silent, [{"t": "start"}, {"t": "exit", "exit_code": 1, "reason": "exit"}], T0 + 5)
     decision = decide(silent, T0 + 5, prints=False)
     assert decision.failed and decision.reason == "exit" and "n1" in decision.msg and "status 1" in decision.msg
 
 
 def test_a_node_whose_supervisor_went_quiet_is_a_suspect_named_after_the_stale_timeout():
-    state = _watch.new_cluster_state("n3", T0)
+    state = _run_records.new_cluster_state("n3", T0)
     feed(state, [{"t": "start"}, step(1)], T0 + 2)
     assert not decide(state, T0 + 2 + CLUSTER.stale_timeout).done
     decision = decide(state, T0 + 3 + CLUSTER.stale_timeout)
@@ -93,7 +93,7 @@ def test_a_node_whose_supervisor_went_quiet_is_a_suspect_named_after_the_stale_t
 
 
 def test_the_supervisors_own_stop_is_named():
-    state = _watch.new_cluster_state("n1", T0)
+    state = _run_records.new_cluster_state("n1", T0)
     feed(state, [{"t": "start"}, {"t": "exit", "exit_code": -15, "reason": "lease"}], T0 + 2)
     decision = decide(state, T0 + 2)
     assert decision.failed and decision.reason == "aborted" and "lease" in decision.msg
@@ -109,12 +109,12 @@ def test_the_cause_waits_for_a_quiet_node_before_the_rest_is_aborted():
     decide(states["n1"], T0 + 3)
     now = T0 + 3 + CLUSTER.settle + 1
     feed(states["n3"], [{"t": "beat"}], now)
-    assert not _watch.settle_cluster(states, CLUSTER, now), "n2 went quiet: it may hold the cause"
+    assert not _run_fold.settle_cluster(states, CLUSTER, now), "n2 went quiet: it may hold the cause"
     now = T0 + 1 + CLUSTER.stale_timeout + 1
     assert decide(states["n2"], now).reason == "unreachable"
-    culprit = _watch.first_failure(states)
+    culprit = _run_fold.first_failure(states)
     assert culprit["host"] == "n2", "a lost peer is a consequence; the quiet node is the cause"
-    _watch.abort_the_rest(states, culprit, now)
+    _run_fold.abort_the_rest(states, culprit, now)
     assert states["n3"]["reason"] == "aborted" and states["n3"]["stopped_by"] == "n2"
 
 
@@ -122,7 +122,7 @@ def test_the_answer_has_the_contract_6_shape_and_the_rank_start_spread():
     states = states_of(["n1", "n2", "n3"])
     for i, state in enumerate(states.values()):
         feed(state, [{"t": "start", "time": T0 + 0.5 * i}] + [step(n, 100.0 + i) for n in range(i + 3)], T0 + 5)
-    answer = _watch.cluster_answer(states, FINAL, T0, T0 + 5, [])
+    answer = _run_fold.cluster_answer(states, FINAL, T0, T0 + 5, [])
     progress = answer["progress"]
     assert answer["done"] is False and answer["failed"] is False and answer["failures"] == []
     assert progress["nodes"] == 3 and progress["step"] == {"min": 2, "median": 3, "max": 4}
@@ -138,7 +138,7 @@ def test_one_poll_of_512_nodes_costs_the_controller_well_under_a_second():
         for state in states.values():
             feed(state, [step(int(now - T0)), {"t": "beat"}], now)
             decide(state, now)
-        _watch.cluster_answer(states, FINAL, T0, now, [])
+        _run_fold.cluster_answer(states, FINAL, T0, now, [])
     assert (time.perf_counter() - started) / 2 < 0.25
 
 
@@ -151,15 +151,15 @@ def test_while_only_consequences_are_seen_the_cause_gets_the_stale_timeout_to_ap
     decide(states["n1"], T0 + 2)
     now = T0 + 2 + CLUSTER.settle + 1
     feed(states["n2"], [{"t": "beat"}], now)
-    assert not _watch.settle_cluster(states, CLUSTER, now)
+    assert not _run_fold.settle_cluster(states, CLUSTER, now)
     feed(states["n2"], [{"t": "exit", "exit_code": 1, "reason": "exit"}], now + 1)
     assert decide(states["n2"], now + 1).reason == "exit"
-    assert _watch.first_failure(states)["host"] == "n2"
-    assert _watch.settle_cluster(states, CLUSTER, now + 1)
+    assert _run_fold.first_failure(states)["host"] == "n2"
+    assert _run_fold.settle_cluster(states, CLUSTER, now + 1)
 
 
 def test_a_new_supervisor_of_the_run_id_wipes_what_an_earlier_container_wrote():
-    state = _watch.new_cluster_state("n1", T0)
+    state = _run_records.new_cluster_state("n1", T0)
     crashed = {"t": "error", "class": "crash", "text": "Segmentation fault", "step": 3}
     feed(state, [{"t": "up"}, {"t": "start"}, step(1), crashed, {"t": "exit", "exit_code": 139}], T0 + 5)
     feed(state, [{"t": "restarted"}, {"t": "up"}, {"t": "start", "time": T0 + 6}, step(1)], T0 + 7)
@@ -177,4 +177,4 @@ def test_an_rccl_error_on_the_crashing_node_is_its_own_cause_not_a_consequence()
     decide(states["n1"], T0 + 3)
     feed(states["n2"], [{"t": "start"}, rccl], T0 + 4)
     decide(states["n2"], T0 + 4)
-    assert _watch.first_failure(states)["host"] == "n2", "the earlier consequence must not lead"
+    assert _run_fold.first_failure(states)["host"] == "n2", "the earlier consequence must not lead"
