@@ -56,7 +56,7 @@ def test_results_json_puts_one_check_and_one_node_series_per_line(crash512):
     text = _report.results_json(crash512)
     lines = text.splitlines()
     assert sum(1 for line in lines if line.startswith('    {"actual"')) == len(crash512["checks"])
-    assert sum(1 for line in lines if re.match(r'    "node\d{3}": \{"loss"', line)) == 512
+    assert sum(1 for line in lines if re.match(r'    "node\d{3}": \{"elapsed"', line)) == 512
 
 
 def test_results_document_has_every_key_and_a_headline_for_older_outcomes():
@@ -241,7 +241,7 @@ def test_diverging_scale():
 
 def test_html_curves_at_512_nodes_are_a_median_band_and_the_outliers(crash512):
     page = _report.html_report(crash512)
-    throughput = page[page.index("tokens_per_sec_per_gpu (tokens/s/GPU)</text>"):page.index("loss</text>")]
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
     assert throughput.count("<polygon") == 1 and "<title>median</title>" in throughput
     named = re.findall(r"<title>(node\d+)</title>", throughput)
     assert {"node005", "node040", "node300", "node017"} <= set(named) and len(named) <= _report_html.OUTLIERS_MAX + 1
@@ -261,7 +261,7 @@ def test_an_axis_that_does_not_start_at_zero_says_so():
 
 def test_html_curves_at_a_few_nodes_are_one_per_node():
     page = _report.html_report(synthetic_document(3, 40, stragglers=(2,)))
-    throughput = page[page.index("(tokens/s/GPU)</text>"):page.index("loss</text>")]
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
     assert "<polygon" not in throughput
     assert re.findall(r"<title>(node\d+)</title>", throughput) == ["node001", "node002", "node003"]
 
@@ -308,10 +308,17 @@ def test_html_baseline_and_threshold_from_it():
     assert "threshold 8000 from baseline run good-run" in page and "baseline 8421 (run good-run)" in page
 
 
+def chart_of(page, title):
+    """The SVG of the chart with this title."""
+    start = page.index(">%s</text>" % title)
+    return page[start:page.index("</svg>", start)]
+
+
 def test_chart_without_data():
     assert "no data" in _report_html.svg_chart("loss", [], None, [], zero_based=False)
     page = _report.html_report({"verdict": "FAIL", "checks": []})
-    assert "No step series" in page
+    assert "<svg" not in page, "never an empty chart"
+    assert "<b>No curve:</b> the run stopped before any node printed a training step." in page
 
 
 def test_nodes_without_a_throughput_value_are_grey():
