@@ -378,3 +378,85 @@ def test_outliers_are_the_nodes_far_from_the_median_and_the_culprit():
     picked = _report_html.outliers(band, at, 0.05, ["n3"])
     assert [host for host, dummy in picked] == ["slow", "fast", "n3"]
     assert abs(picked[0][1] + 0.2) < 1e-9
+
+
+# -- what people look at: step time, TFLOP/s, wall clock, logs, each node, a run that stopped early ----------
+
+def test_step_time_and_tflops_charts_with_the_nodes_band_and_outliers_named():
+    page = _report.html_report(synthetic_document(64, 60, crash_at=41, stragglers=(5, 40)))
+    step_time = chart_of(page, _report_html.STEP_TIME_TITLE)
+    assert step_time.count("<polygon") == 1 and "<title>median</title>" in step_time
+    assert {"node005", "node040"} <= set(re.findall(r"<title>(node\d+)</title>", step_time))
+    tflops = chart_of(page, "tflops_per_sec_per_gpu (TFLOP/s/GPU)")
+    assert tflops.count("<polygon") == 1 and "<title>node005</title>" in tflops
+    legend = page[page.index(_report_html.STEP_TIME_TITLE):]
+    assert re.search(r"node005 \+1\d\.\d% against the median", legend), "a slow node's steps take longer"
+
+
+def test_every_chart_has_a_wall_clock_row_from_the_steps_durations():
+    doc = synthetic_document(2, 40, stragglers=())
+    page = _report.html_report(doc)
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
+    assert "step; below it, the wall clock (since the first step)" in throughput
+    assert re.search(r'fill="#59636e" text-anchor="middle" font-family="sans-serif">\+0:\d\d</text>', throughput)
+    elapsed = doc["series"]["node001"]["elapsed"]
+    assert elapsed[0][0] == 0 and elapsed[-1][1] > elapsed[0][1]
+    for summary in doc["summary"]["nodes"].values():
+        summary["started_at"] = 1795256400.0      # 2026-11-21 10:20:00 UTC
+    clock = _report_html.clock_of(doc)
+    assert clock.axis == "wall clock (UTC)" and clock.label(0).startswith("10:20:0")
+    assert "wall clock (UTC)" in _report.html_report(doc)
+
+
+def test_each_node_links_its_log_and_has_its_own_details(crash512):
+    page = _report.html_report(crash512)
+    assert page.count('<details class="node') == 512
+    assert page.count('href="logs/node017/training.log"') == 2          # its grid cell and its details
+    culprit = re.search(r'<details class="node s-culprit" open><summary><b>node017</b>.*?</details>', page).group(0)
+    assert "errors crash: crash at line 4117" in culprit and "exit status</dt><dd>1</dd>" in culprit
+    odd = synthetic_document(2, 20, stragglers=())
+    odd["series"] = {"a b/c": odd["series"]["node001"]}
+    assert 'href="logs/a%20b%2Fc/training.log"' in _report.html_report(odd)
+
+
+def test_a_run_that_stopped_early_says_where_and_why_there_is_no_curve():
+    from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+    doc = document_of({"run_id": "r1", "config_name": "cfg"}, None, "node3: unreachable over SSH: no route to host",
+                      None, "/tmp/r1")
+    doc["stop"] = {"stage": "preflight", "hosts": ["node3"], "never_started": ["node1", "node2", "node3"]}
+    page = _report.html_report(doc)
+    assert "No check failed" not in page and "<svg" not in page and "(see above)" not in page
+    assert "<h3>The run stopped in preflight, before any training step</h3>" in page
+    assert "<b>nodes that never started:</b> node[1-3]" in page and "<b>nodes:</b> node3" in page
+    assert "<b>No curve:</b> the run stopped in preflight before any node printed a training step." in page
+    assert "The run stopped before any check could judge it:" in page
+    assert '<li class="detail">node3: unreachable over SSH: no route to host</li>' in page
+
+
+def test_a_fail_without_a_failed_check_never_says_no_check_failed():
+    doc = dict(document(), verdict="FAIL", headline="FAIL: run: hang: no node printed a step for 600 s",
+               failures=["run: hang: no node printed a step for 600 s"])
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    page = _report.html_report(doc)
+    assert "No check failed" not in page and "No single check failed, but the run did:" in page
+    assert "run: hang: no node printed a step for 600 s" in page
+
+
+def test_the_threshold_cell_and_where_it_differs_from_the_run_are_shown():
+    doc = synthetic_document(2, 20, stragglers=())
+    doc["threshold_file"] = {"path": "/c/x_threshold.json", "cell": "NNODES=2,GBS=128", "note": "",
+                             "differences_text": ["GBS: the cell says 128, this run has 32"]}
+    page = _report.html_report(doc)
+    assert "<b>Threshold cell:</b> NNODES=2,GBS=128 judges this run (x_threshold.json)" in page
+    assert "<li>GBS: the cell says 128, this run has 32</li>" in page
+
+
+def test_every_page_is_one_self_contained_file():
+    from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+    for doc in (synthetic_document(2, 20), synthetic_document(64, 40, crash_at=30),
+                document_of({"run_id": "r"}, None, "stopped", None, "/tmp/r")):
+        page = _report.html_report(doc)
+        assert "https://" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        for needle in ("<script", "<link", "<img", "@import", "url(", "src=", "{{", "{%"):
+            assert needle not in page
+        assert ".grid>a" in page, "the style is not escaped"
