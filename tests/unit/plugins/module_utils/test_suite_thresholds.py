@@ -118,8 +118,8 @@ def plan_sweep(relative, sweep, nodes=None):
     hosts = [Host("n%d" % i, "10.0.0.%d" % i) for i in range(1, count + 1)]
     overrides = dict(SITE, container={"image": "rocm/megatron-lm:v25.5_py310"}) \
         if config["container"].get("image") == "<changeme>" else SITE
-    return config, cell, plan_run(config, hosts, PlanOptions(config_path=path, overrides=overrides, run_id="r1",
-                                                               sweep=sweep))
+    options = PlanOptions(config_path=path, overrides=overrides, run_id="r1", sweep=sweep)
+    return config, cell, plan_run(config, hosts, options)
 
 
 def test_the_table_covers_every_sweep_of_the_suites_current_configs():
