@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import bisect
 import datetime
-import html
 import math
 import os
 import re
@@ -108,12 +107,6 @@ dl.facts dt{color:#59636e}dl.facts dd{margin:0;overflow-wrap:anywhere}
 .drill .state.culprit,.drill .state.fail{background:#ffebe9;color:#cf222e}
 .drill ul{margin:4px 0;padding-left:18px}.drill dl.facts{font-size:13px}
 """
-
-
-def esc(value: Any) -> str:
-    """HTML text of a value; terminal colour codes and control characters are dropped."""
-    text = "" if value is None else str(value)
-    return html.escape(text if text.isprintable() else CONTROL.sub("", text))
 
 
 # -- rendering ---------------------------------------------------------------------------------------------
@@ -708,7 +701,8 @@ def drill_down(document: Mapping[str, Any], shown: View, metric: Optional[str]) 
         facts = [("exit status", summary.get("exit_code")), ("steps seen", summary.get("steps")),
                  ("error lines", summary.get("errors"))]
         steady = summary.get("steady") if isinstance(summary.get("steady"), dict) else {}
-        facts += [("steady %s" % name, "%s %s" % (short_number(stats["mean"]), unit_of(name)))
+        facts += [("steady %s" % ("step time" if name == "seconds" else name),
+                   "%s %s" % (short_number(stats["mean"]), unit_of(name)))
                   for name, stats in steady.items() if isinstance(stats, dict) and is_finite_number(stats.get("mean"))]
         nodes.append({"host": host, "state": state, "state_word": STATE_WORDS[state], "brief": ", ".join(brief),
                       "log": log_link(host), "failed": failed.get(host, []), "open": state == "culprit",
