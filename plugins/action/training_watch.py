@@ -45,6 +45,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "controller": {"type": "int"},
     "fresh": {"type": "bool", "default": False},
     "conclude": {"type": "bool", "default": False},
+    "looks": {"type": "dict", "default": {}},
 }
 
 
@@ -100,6 +101,10 @@ class ActionModule(ActionBase):
 
     def _conclude(self, result: dict[str, Any], plan: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
         hosts = list(args["hosts"] or plan["nodes"])
+        directory = _run_watch.watch_dir(args["run_dir"], str(plan.get("run_id") or "run"))
+        for host, look in args["looks"].items():
+            if _run_direct.look_that_never_answered(look):
+                _run_direct.save_look(directory, host, _run_direct.unanswered(host, look))
         outcome = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), hosts)
         headline = _run_fold.failure_headline(outcome)
         result.update(changed=False, done=True, failed=headline is not None, msg=headline or "every node completed",

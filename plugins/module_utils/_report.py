@@ -29,7 +29,7 @@ __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "resul
 # The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
 SCHEMA_VERSION = 1
 # The keys of results.json, in the order docs/results.md describes them.
-DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "consequences", "failures", "checks", "judged",
+DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "run_cause", "consequences", "failures", "checks", "judged",
                  "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
                  "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
                  "straggler_pct", "run_dir", "generated_at", "teardown")
@@ -143,6 +143,15 @@ def unique_lines(lines: Sequence[str]) -> List[str]:
     return list(dict.fromkeys(lines))
 
 
+def run_cause_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
+    """No node stands out (the run's own cause, ``run_cause``): one ``<error>`` for the run."""
+    run_cause = document.get("run_cause")
+    if not isinstance(run_cause, dict):
+        return None
+    return Case("run", "run %s" % run_cause.get("class"), "error", str(run_cause.get("text")), shown.headline,
+                str(run_cause.get("class")))
+
+
 def culprit_case(shown: View) -> Optional[Case]:
     if not shown.culprit_checks:
         return None
@@ -210,8 +219,8 @@ def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     """A handful of cases at any node count: the stop, the culprit, its consequences in one, the other
     failures by check, teardown, then one per check that passed or was not judged; at least one failing
     case whenever the verdict is FAIL."""
-    cases = [case for case in (stop_case(document, shown), culprit_case(shown), consequences_case(shown))
-             if case is not None]
+    cases = [case for case in (stop_case(document, shown), run_cause_case(document, shown), culprit_case(shown),
+                               consequences_case(shown)) if case is not None]
     cases += group_cases(shown.failed)
     teardown = teardown_case(document)
     if teardown is not None:
@@ -284,6 +293,9 @@ def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str
     if shown.culprit:
         pairs.append(("culprit", str(shown.culprit["host"])))
         pairs.append(("consequences", compact_hosts(shown.consequences)))
+    run_cause = document.get("run_cause")
+    if isinstance(run_cause, dict):
+        pairs.append(("run_cause", "%s: %s" % (run_cause.get("class"), run_cause.get("text"))))
     pairs.append(("nodes", str(len(shown.subjects))))
     return pairs
 

@@ -157,6 +157,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     context = {
         "title": title, "style": STYLE, "simulated": shown.simulated, "verdict": verdict_of(shown),
         "stop": stop_of(document, shown), "culprit": culprit_of_view(shown), "unjudged": unjudged_text(shown),
+        "run_cause": run_cause_of(document, shown),
         "cell": cell_of(document), "baseline": baseline_text(document), "failures": failures_of(document, shown),
         "grid": grid_of(document, shown, metric), "charts": charts, "charts_reason": reason,
         "nodes": drill_down(document, shown, metric), "checks": checks_of(shown),
@@ -164,6 +165,18 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "facts": run_facts(document, shown), "every": every_check_of(document),
     }
     return environment().get_template("report.html.j2").render(cleaned(context))
+
+
+def run_cause_of(document: Mapping[str, Any], shown: View) -> Optional[Dict[str, Any]]:
+    """No node is named: why, and where each node stopped with what its processes were doing."""
+    run_cause = document.get("run_cause")
+    if shown.culprit or not isinstance(run_cause, dict):
+        return None
+    evidence = run_cause.get("evidence") if isinstance(run_cause.get("evidence"), dict) else {}
+    rows = [(host, item.get("step"), item.get("reason"),
+             " ".join("%s=%s" % (k, v) for k, v in sorted((item.get("process") or {}).items()) if k != "stack"))
+            for host, item in sorted(evidence.items()) if isinstance(item, dict)]
+    return {"cls": run_cause.get("class"), "text": run_cause.get("text"), "rows": rows}
 
 
 def verdict_of(shown: View) -> Dict[str, str]:

@@ -214,7 +214,6 @@ def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:
     return result
 
 
-
 def save_look(directory: str, host: str, look: Mapping[str, Any]) -> None:
     """What a direct look at a silent node found, for the watch's conclusion (``_run_watch.conclude``)."""
     write_json_atomically(os.path.join(directory, DIRECT_DIR, "%s.json" % host), dict(look))
@@ -234,3 +233,17 @@ def look(watch: Watch, state: State, poll: Mapping[str, Any], now: float) -> Dic
     return {"failed": decision.failed, "reason": decision.reason,
             "msg": decision.msg or f"{watch.host}: reachable, its job still running at step {state['last_step']}",
             "errors": state["errors"][:20], "exit_code": state["exit_code"], "container": state["container"]}
+
+
+def look_that_never_answered(look: Any) -> bool:
+    """A direct look's task result that ended before the look could say anything: the connection failed or the
+    task's timeout struck (a node whose sshd is frozen or whose link is down)."""
+    if not isinstance(look, Mapping) or look.get("skipped") or "reason" in look:
+        return False
+    return bool(look.get("unreachable") or look.get("failed"))
+
+
+def unanswered(host: str, look: Mapping[str, Any]) -> Dict[str, Any]:
+    detail = as_text(look.get("msg") or "no answer").strip().splitlines()
+    return {"unreachable": True, "failed": True, "reason": "unreachable",
+            "msg": f"{host}: unreachable over SSH: {detail[0] if detail else 'no answer'}"}

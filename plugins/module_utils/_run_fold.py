@@ -9,7 +9,6 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import natural_key
-
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     RUNNING, RECORD_KEYS, SUPERVISOR_STOPS, ClusterLimits, Decision, Limits, State, deadline_passed,
     eta_of, exit_decision, failure_in_log, hang, new_cluster_state, root_error)
@@ -58,7 +57,7 @@ def forget_earlier_supervisor(state: State) -> None:
     """A new supervisor started this node's stream anew (a new container of the run id): what an earlier
     one wrote says nothing about this job."""
     fresh = new_cluster_state(state["host"], state["started_at"])
-    fresh.update(stream_offset=state["stream_offset"], polls=state["polls"])
+    fresh.update(stream_offset=state["stream_offset"], polls=state["polls"], steps_reset=True)
     state.clear()
     state.update(fresh)
 
@@ -371,28 +370,39 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
     nodes = {h: s for h, s in nodes.items() if isinstance(s, dict)}
     ordered = failures(nodes)
     result: Dict[str, Any] = {"culprit": None, "run_cause": None, "consequences": [], "independent": [],
-                              "stopped_at": {h: nodes[h].get("last_step") for h, _ in ordered}}
+                              "stopped_at": {h: nodes[h].get("last_step") for h, dummy in ordered}}
     if not ordered:
         return result
     run_cause = cause_of_run(nodes, run or {}, ordered)
     primary = [item for item in ordered if not item[1].get("consequence") and not item[1].get("ending")]
-    if run_cause is not None and not any(c.get("evidence") != "silence" for _, c in primary):
-        result.update(run_cause=run_cause, consequences=sorted((h for h, _ in ordered), key=natural_key))
+    if run_cause is not None and not any(c.get("evidence") != "silence" for dummy, c in primary):
+        result.update(run_cause=run_cause, consequences=sorted((h for h, dummy in ordered), key=natural_key))
         return result
     if not primary:
         singled = singled_out(nodes, ordered)
         if singled is None:
             result.update(run_cause=undetermined(nodes, ordered),
-                          consequences=sorted((h for h, _ in ordered), key=natural_key))
+                          consequences=sorted((h for h, dummy in ordered), key=natural_key))
             return result
         primary = [singled]
     host, cause = primary[0]
     others = [(h, c) for h, c in ordered if h != host]
-    independent = [h for h, c in others if not c.get("consequence") and not c.get("ending")]
+    independent = [h for h, c in others if not c.get("consequence") and not c.get("ending")
+                   and not lost_peer_symptom(cause, c)]
     consequences = [h for h, c in others if h not in independent]
     result.update(culprit=culprit_record(host, cause), consequences=sorted(consequences, key=natural_key),
                   independent=sorted(independent, key=natural_key))
     return result
+
+
+# What the survivors of a lost node report about it: a lost connection, a failed collective, a wait.
+PEER_SYMPTOMS = ("network", "coordination", "hang")
+
+
+def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> bool:
+    """After a node went silent, the others' network and coordination failures are what its silence did."""
+    return culprit.get("evidence") == "silence" and cause.get("class") in PEER_SYMPTOMS and \
+        cause.get("at", math.inf) >= culprit.get("at", math.inf)
 
 
 def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
@@ -400,7 +410,7 @@ def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
     """A cause outside every node: recorded by the watch (takeover, removed state), or the lease lapsing on
     every node at once (the controller away)."""
     events = [e for e in run.get("events") or [] if isinstance(e, dict)]
-    lease_stops = [h for h, _ in ordered if nodes[h].get("exit_reason") == "lease"]
+    lease_stops = [h for h, dummy in ordered if nodes[h].get("exit_reason") == "lease"]
     for event in events:
         if event.get("class") == "controller" and not lease_stops:
             continue
@@ -427,7 +437,7 @@ def singled_out(nodes: Mapping[str, Mapping[str, Any]],
         sample = nodes[host]["sample"]
         return host, dict(cause, text="%s; its training process is in uninterruptible sleep (D) in %s, no other "
                                       "node's is" % (cause.get("text"), sample.get("wchan") or "the kernel"))
-    steps = {h: nodes[h].get("last_step") for h, _ in ordered if nodes[h].get("reason") == "hang"}
+    steps = {h: nodes[h].get("last_step") for h, dummy in ordered if nodes[h].get("reason") == "hang"}
     if len(steps) > 1 and all(isinstance(s, int) for s in steps.values()):
         lowest = min(steps.values())
         behind = [h for h, s in steps.items() if s == lowest]
@@ -442,8 +452,8 @@ def singled_out(nodes: Mapping[str, Mapping[str, Any]],
 
 def undetermined(nodes: Mapping[str, Mapping[str, Any]], ordered: List[Tuple[str, Dict[str, Any]]]) -> Dict[str, Any]:
     """The run's cause when no node stands out, with where each failed node stopped."""
-    classes = {c.get("class") for _, c in ordered}
-    steps = sorted({nodes[h].get("last_step") for h, _ in ordered}, key=lambda s: (s is None, s))
+    classes = {c.get("class") for dummy, c in ordered}
+    steps = sorted({nodes[h].get("last_step") for h, dummy in ordered}, key=lambda s: (s is None, s))
     count = len(ordered)
     where = ("after step %s" % steps[0]) if len(steps) == 1 and steps[0] is not None else (
         "before the first step" if steps == [None] else
@@ -457,7 +467,7 @@ def undetermined(nodes: Mapping[str, Mapping[str, Any]], ordered: List[Tuple[str
     else:
         text = "%s stopped %s; no node stands out" % (subject, where)
     return {"class": kind, "text": text, "time": None,
-            "evidence": {h: evidence_of(nodes[h]) for h, _ in ordered}}
+            "evidence": {h: evidence_of(nodes[h]) for h, dummy in ordered}}
 
 
 def evidence_of(state: Mapping[str, Any]) -> Dict[str, Any]:

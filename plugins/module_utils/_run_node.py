@@ -14,7 +14,9 @@ The container ends with it: no job outlives its run. Standard library only (it r
 image); Python 3.6+.
 
 Stream records (``t``): ``up`` (waiting for the gang start), ``start`` (child started), ``step``,
-``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``exit`` (the end:
+``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``sample`` (after
+``sample_after_s`` without a new step, and again each time as long: the state and kernel wait channel of every
+process of the job, and its Python stacks where ``py-spy`` is in the image), ``exit`` (the end:
 ``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch).
 
 ``poll`` (the module clusterval.training.training_status, on one node) renews the lease and reads what every
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +120,9 @@ class Supervisor:
         self.last_step: Optional[int] = None
         self.signalled: Optional[int] = None
         self.started_at: Optional[float] = None
+        self.sample_after_s = float(config.get("sample_after_s") or 0)
+        self.quiet_since = time.monotonic()
+        self.sampled_at: Optional[float] = None
 
     # -- the records -------------------------------------------------------------------------------
 
@@ -158,6 +164,7 @@ class Supervisor:
         for step in result.get("steps") or []:
             if self.last_step is None or step.get("step", -1) > self.last_step:
                 self.last_step = step.get("step", self.last_step)
+                self.quiet_since = time.monotonic()
                 records.append(dict(step, t="step", time=step.get("time") or now))
         for error in result.get("errors") or []:
             records.append(dict(error, t="error", first_seen=error.get("first_seen") or now))
@@ -242,9 +249,20 @@ class Supervisor:
                 exit_code = self.stop_child()
                 return self.finish(records + self.parse(final=True), exit_code, reason)
             beat = self.beat()
-            self.emit(records + [beat])
+            self.emit(records + self.sample() + [beat])
             self.write_status(beat)
             time.sleep(self.poll_s)
+
+    def sample(self) -> List[Dict[str, Any]]:
+        """Evidence of where a quiet job waits, once it was quiet for ``sample_after_s``, and again as long after."""
+        now = time.monotonic()
+        if not self.sample_after_s or self.child is None or now - self.quiet_since < self.sample_after_s:
+            return []
+        if self.sampled_at is not None and now - self.sampled_at < self.sample_after_s:
+            return []
+        self.sampled_at = now
+        return [dict(process_sample(self.child.pid), t="sample", time=time.time(), after_step=self.last_step,
+                     quiet_s=round(now - self.quiet_since, 1))]
 
     def finish(self, records: List[Dict[str, Any]], exit_code: Optional[int], reason: str) -> Dict[str, Any]:
         record = {"t": "exit", "time": time.time(), "exit_code": exit_code, "reason": reason,
@@ -278,6 +296,46 @@ class Supervisor:
     def on_signal(self, signum: int, frame: Any) -> None:
         del frame
         self.signalled = signum
+
+
+# Process states from the most to the least telling: stuck in the kernel, running, sleeping.
+STATE_ORDER = "DRSTtZXI"
+
+
+def job_processes(session: int, proc: str = "/proc") -> List[Dict[str, Any]]:
+    """Every process of the job's session (the launch script started it with a session of its own)."""
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        stat = read_small(os.path.join(proc, name, "stat"))
+        if not stat or ")" not in stat:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if len(fields) > 3 and fields[3] == str(session):
+            wchan = (read_small(os.path.join(proc, name, "wchan")) or "").strip()
+            found.append({"pid": int(name), "comm": comm, "state": fields[0], "wchan": wchan if wchan != "0" else ""})
+    return found
+
+
+def process_sample(session: int, proc: str = "/proc") -> Dict[str, Any]:
+    """The job's processes, the most telling one's state and wait channel, and py-spy's stacks where it exists."""
+    processes = job_processes(session, proc)
+    sample: Dict[str, Any] = {"processes": processes[:32]}
+    if processes:
+        first = min(processes, key=lambda p: (STATE_ORDER.find(p["state"]) % len(STATE_ORDER), p["pid"]))
+        sample.update(state=first["state"], wchan=first["wchan"], comm=first["comm"])
+    python = next((p for p in processes if p["comm"].startswith("python")), None)
+    spy = shutil.which("py-spy")
+    if spy and python:
+        try:
+            dump = subprocess.run([spy, "dump", "--pid", str(python["pid"])], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=10, check=False)
+            sample["stack"] = dump.stdout.decode("utf-8", "replace")[:4000]
+        except (OSError, subprocess.SubprocessError) as exc:
+            sample["stack"] = "py-spy failed: %s" % exc
+    return sample
 
 
 def main(argv: List[str]) -> int:

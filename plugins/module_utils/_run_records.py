@@ -281,4 +281,3 @@ def apply_decision(state: State, decision: Decision, now: float) -> None:
         state.update(done=True, failed=decision.failed, reason=decision.reason, msg=decision.msg, finished_at=now)
         if decision.failed:
             state["failed_at"] = now
-

@@ -146,6 +146,7 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
         "gang_timeout": float(settings["gang_timeout"]),
         "poll_s": float(settings["poll_interval"]),
         "stop_grace": float(settings.get("stop_grace", 10)),
+        "sample_after_s": float(settings.get("sample_after_s") or 0),
         "parse": parse,
     }
 

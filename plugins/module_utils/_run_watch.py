@@ -167,24 +167,23 @@ def fresh_state(plan: Mapping[str, Any], host: str, now: float) -> State:
     state["node_rank"] = node.get("node_rank")
     state["container"] = {"name": (node.get("container") or {}).get("name"), "status": None,
                           "exit_code": None, "oom_killed": False}
-    state["steps_saved"] = 0
     return state
 
 
 def spill_steps(directory: str, state: State) -> None:
-    """New steps go to the node's steps file; the state keeps the first and the last (rate and ETA)."""
+    """New steps go to the node's steps file; the state keeps the first and the last (rate and ETA).
+    ``steps_kept``: how many steps at the head of the state's list the file has already."""
     steps = state["steps"]
-    saved = state.get("steps_saved", 0)
-    kept = 2 if saved else 0
-    new = steps[kept:] if saved else steps
-    if new:
+    new = steps[state.get("steps_kept", 0):]
+    restart = state.pop("steps_reset", False)
+    if new or restart:
         path = os.path.join(directory, STEPS_DIR, "%s.jsonl" % state["host"])
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "a", encoding="utf-8") as handle:
+        with open(path, "w" if restart else "a", encoding="utf-8") as handle:
             handle.write("".join(json.dumps(s, allow_nan=True) + "\n" for s in new))
-        state["steps_saved"] = saved + len(new)
     if len(steps) > 2:
         state["steps"] = [steps[0], steps[-1]]
+    state["steps_kept"] = len(state["steps"])
 
 
 def all_steps(directory: str, host: str) -> List[Dict[str, Any]]:

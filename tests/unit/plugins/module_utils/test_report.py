@@ -460,3 +460,19 @@ def test_every_page_is_one_self_contained_file():
         for needle in ("<script", "<link", "<img", "@import", "url(", "src=", "{{", "{%"):
             assert needle not in page
         assert ".grid>a" in page, "the style is not escaped"
+
+
+def test_a_run_cause_when_no_node_stands_out_is_an_error_case_and_a_box():
+    doc = dict(document(), verdict="FAIL", headline="FAIL: run: hang: no node stands out",
+               failures=["run: hang: no node stands out"],
+               run_cause={"class": "hang", "text": "no node stands out: every node stopped at step 7",
+                          "evidence": {"node1": {"step": 7, "reason": "hang", "process": {"state": "S", "stack": "x"}},
+                                       "node2": {"step": None, "reason": "hang", "process": {}}}})
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert cases[0] == ("run", "run hang", "error") and suite.get("errors") == "1"
+    assert ("run", "verdict", "failure") not in cases
+    page = _report.html_report(doc)
+    assert "<h3>No node stands out: hang</h3><pre>no node stands out: every node stopped at step 7</pre>" in page
+    assert "<tr><td>node1</td><td>7</td><td>hang</td><td>state=S</td></tr>" in page
+    assert "<tr><td>node2</td><td></td><td>hang</td><td></td></tr>" in page

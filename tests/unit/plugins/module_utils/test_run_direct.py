@@ -298,7 +298,7 @@ def test_merge_keeps_only_new_steps_and_the_latest_offsets(tmp_path):
     state = _run_records.new_state("n1", T0)
     _run_direct.merge_poll(state, poll([step(0), step(1)], offset=100, lineno=10), T0 + 5)
     _run_direct.merge_poll(state, poll([step(1), step(2)], [error("crash", "boom")], offset=250, lineno=22,
-                                  summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
+                                       summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
     _run_direct.merge_poll(state, poll([], offset=260, lineno=23, simulated=True), T0 + 20)
     assert [s["step"] for s in state["steps"]] == [0, 1, 2]
     assert (state["last_step"], state["last_progress_at"], state["polls"]) == (2, T0 + 9, 3)
@@ -405,3 +405,14 @@ def test_a_plan_without_a_usable_final_step_is_refused_with_its_path(tmp_path):
     plan["final_step"] = "last"
     with pytest.raises(ConfigError, match=r"plan\.final_step: expected an integer, found 'last'"):
         watch_of(tmp_path, "n1", plan)
+
+
+def test_a_look_that_never_answered_is_the_node_unreachable():
+    timed_out = {"failed": True, "msg": "The task timed out after 40 seconds.\nmore"}
+    assert _run_direct.look_that_never_answered(timed_out)
+    assert _run_direct.look_that_never_answered({"unreachable": True, "msg": "ssh: connect to host: timed out"})
+    assert not _run_direct.look_that_never_answered({"skipped": True})
+    assert not _run_direct.look_that_never_answered({"failed": False, "reason": "running", "msg": "reachable"})
+    assert _run_direct.unanswered("n2", timed_out) == {
+        "unreachable": True, "failed": True, "reason": "unreachable",
+        "msg": "n2: unreachable over SSH: The task timed out after 40 seconds."}

@@ -178,3 +178,162 @@ def test_an_rccl_error_on_the_crashing_node_is_its_own_cause_not_a_consequence()
     feed(states["n2"], [{"t": "start"}, rccl], T0 + 4)
     decide(states["n2"], T0 + 4)
     assert _run_fold.first_failure(states)["host"] == "n2", "the earlier consequence must not lead"
+
+
+# -- the one decision of the culprit, on recorded streams -----------------------------------------------------
+
+def beat(at, last_step):
+    return {"t": "beat", "time": at, "last_step": last_step}
+
+
+def run_streams(streams, until, every=2.0):
+    """Feed each host's records (time-stamped, node clock = controller clock here) poll by poll, deciding
+    every node each poll and settling as the watch does; the saved states."""
+    states = states_of(streams)
+    now = T0
+    while now <= until:
+        for host, records in streams.items():
+            if not states[host]["done"]:
+                feed(states[host], [r for r in records if now - every < r.get("time", T0) <= now], now)
+        for host, state in states.items():
+            if not state["done"]:
+                decide(state, now, rank=int(host[-1]))
+        culprit = _run_fold.first_failure(states)
+        if culprit is not None and _run_fold.settle_cluster(states, CLUSTER, now):
+            _run_fold.abort_the_rest(states, culprit, now)
+        if all(s["done"] for s in states.values()):
+            break
+        now += every
+    return states
+
+
+def training(until, steps_every=1.0, last=FINAL):
+    records = [{"t": "start", "time": T0}]
+    for n in range(last + 1):
+        if T0 + 1 + n * steps_every > until:
+            break
+        records.append(dict(step(n), time=T0 + 1 + n * steps_every))
+    records += [beat(T0 + s, None) for s in range(1, int(until - T0) + 1)]
+    return sorted(records, key=lambda r: r.get("time", T0))
+
+
+def test_a_node_killed_is_the_culprit_and_the_survivors_lines_are_its_consequences():
+    dead_at = T0 + 5
+    survivor_line = {"t": "error", "class": "network", "consequence": False, "lineno": 40, "step": 4,
+                     "text": "Gloo all-reduce failed: Connection reset by peer", "time": dead_at + 0.3}
+    streams = {"node1": training(T0 + 60) + [survivor_line], "node2": training(dead_at),
+               "node3": training(T0 + 60), "node4": training(T0 + 60) + [dict(survivor_line, time=dead_at + 0.4)]}
+    streams["node1"].sort(key=lambda r: r.get("time", T0))
+    analysis = _run_fold.analyse(run_streams(streams, T0 + 60))
+    assert analysis["culprit"]["host"] == "node2"
+    assert analysis["culprit"]["class"] == "node lost" and analysis["culprit"]["evidence"] == "silence"
+    assert analysis["culprit"]["time"] == dead_at
+    assert analysis["independent"] == [] and "node1" in analysis["consequences"] and "node4" in analysis["consequences"]
+    assert _run_fold.failure_headline(analysis).startswith("FAIL: node2 node lost")
+
+
+def test_a_frozen_node_is_named_not_the_node_that_waits_for_it():
+    frozen_at = T0 + 5
+    # Lock-step: the others stop printing steps when node1 freezes, but their supervisors go on.
+    waiting = training(frozen_at) + [beat(T0 + s, 4) for s in range(6, 61)]
+    streams = {"node1": training(frozen_at), "node2": waiting, "node3": list(waiting), "node4": list(waiting)}
+    states = run_streams(streams, T0 + 60)
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node1" and analysis["culprit"]["class"] == "node lost"
+
+
+def test_a_lock_step_hang_names_no_node_and_says_where_each_stopped():
+    hung = {h: training(T0 + 5) + [beat(T0 + s, 4) for s in range(6, 80)] for h in ("node1", "node2", "node3", "node4")}
+    states = run_streams(hung, T0 + 80)
+    assert {s["reason"] for s in states.values()} <= {"hang", "aborted"}
+    for state in states.values():
+        state.update(failed=True, reason="hang")
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"] is None
+    assert _run_fold.failure_headline(analysis) == "FAIL: hang: all 4 nodes stopped after step 4; no node stands out"
+    assert set(analysis["run_cause"]["evidence"]) == {"node1", "node2", "node3", "node4"}
+
+
+def test_a_hang_singled_out_by_a_process_in_uninterruptible_sleep():
+    states = states_of(["node1", "node2", "node3"])
+    for host, state in states.items():
+        state.update(done=True, failed=True, reason="hang", last_step=11, msg=f"{host}: hang",
+                     sample={"state": "S", "wchan": "sk_wait_data"})
+    states["node2"]["sample"] = {"state": "D", "wchan": "amdgpu_fence_wait"}
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node2"
+    assert "uninterruptible sleep (D) in amdgpu_fence_wait" in analysis["culprit"]["text"]
+
+
+def test_a_hang_singled_out_by_the_node_that_stopped_a_step_earlier():
+    states = states_of(["node1", "node2", "node3"])
+    for host, state in states.items():
+        state.update(done=True, failed=True, reason="hang", last_step=12, msg=f"{host}: hang")
+    states["node3"]["last_step"] = 11
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node3"
+    assert "after step 11, every other node after step 12" in analysis["culprit"]["text"]
+
+
+def test_one_hung_node_among_completed_ones_is_named():
+    states = states_of(["node1", "node2"])
+    states["node1"].update(done=True, reason="completed", last_step=FINAL)
+    states["node2"].update(done=True, failed=True, reason="hang", last_step=3, msg="node2: hang: no new step")
+    assert _run_fold.analyse(states)["culprit"]["host"] == "node2"
+
+
+def lease_stopped(hosts, step_no=7):
+    states = states_of(hosts)
+    for state in states.values():
+        state.update(done=True, failed=True, reason="aborted", exit_reason="lease", exit_code=-15, last_step=step_no,
+                     msg="supervisor stopped the job: lease")
+    return states
+
+
+def test_the_controller_away_past_the_lease_blames_no_node():
+    run = {"events": [{"class": "controller", "time": T0 + 50,
+                       "text": "the controller was away for 45 s between two polls, longer than the lease timeout"}]}
+    analysis = _run_fold.analyse(lease_stopped(["node1", "node2", "node3", "node4"]), run)
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "controller"
+    assert _run_fold.failure_headline(analysis).startswith("FAIL: controller: the controller was away for 45 s")
+
+
+def test_every_lease_lapsing_at_once_blames_no_node_even_without_the_watchs_record():
+    analysis = _run_fold.analyse(lease_stopped(["node1", "node2"]))
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "lease"
+
+
+def test_a_controller_event_without_any_lease_stop_does_not_hide_a_crash():
+    states = states_of(["node1", "node2"])
+    states["node2"].update(done=True, failed=True, reason="error", errors=[
+        {"class": "crash", "text": "Segmentation fault", "lineno": 9, "time": T0 + 3, "consequence": False}])
+    run = {"events": [{"class": "controller", "text": "away", "time": T0 + 1}]}
+    assert _run_fold.analyse(states, run)["culprit"]["host"] == "node2"
+
+
+def test_a_takeover_and_a_removed_status_directory_are_the_runs_cause_not_a_nodes():
+    for kind in ("takeover", "removed"):
+        states = states_of(["node1", "node2"])
+        for state in states.values():
+            state.update(done=True, failed=False, reason="aborted", msg="stopped")
+        run = {"events": [{"class": kind, "text": "said by the watch", "time": T0}]}
+        analysis = _run_fold.analyse(states, run)
+        assert analysis["culprit"] is None and analysis["run_cause"]["class"] == kind
+        assert _run_fold.failure_headline(analysis) == f"FAIL: {kind}: said by the watch"
+
+
+def test_every_stream_stopping_at_once_names_no_node():
+    streams = {h: training(T0 + 5) for h in ("node1", "node2", "node3")}
+    analysis = _run_fold.analyse(run_streams(streams, T0 + 40))
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "silence"
+    assert "no node stands out" in analysis["run_cause"]["text"]
+
+
+def test_the_node_the_controller_cannot_reach_is_named_when_it_reaches_the_others():
+    states = states_of(["node1", "node2", "node3"])
+    for host, state in states.items():
+        state.update(done=True, failed=True, reason="hang", last_step=6, msg=f"{host}: hang")
+    states["node2"].update(ssh_unreachable=True, msg="node2: hang; the controller cannot reach it either: timed out")
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "unreachable"
+    assert sorted(analysis["consequences"]) == ["node1", "node3"]
