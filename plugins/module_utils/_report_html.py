@@ -492,6 +492,10 @@ def charts_of(document: Mapping[str, Any], shown: View, metric: Optional[str]
         drawn = metric_chart(document, shown, name, title, zero_based, clock)
         if drawn:
             charts.append(drawn)
+    if not metric:
+        charts.append({"missing": "No throughput curve: the step lines carry no throughput metric."})
+    if not any(chart["svg"]["title"] == STEP_TIME_TITLE for chart in charts if "svg" in chart):
+        charts.append({"missing": "No step-time curve: the step lines carry no step time."})
     return charts, None
 
 

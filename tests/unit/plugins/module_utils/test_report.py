@@ -476,3 +476,13 @@ def test_a_run_cause_when_no_node_stands_out_is_an_error_case_and_a_box():
     assert "<h3>No node stands out: hang</h3><pre>no node stands out: every node stopped at step 7</pre>" in page
     assert "<tr><td>node1</td><td>7</td><td>hang</td><td>state=S</td></tr>" in page
     assert "<tr><td>node2</td><td></td><td>hang</td><td></td></tr>" in page
+
+
+def test_a_curve_without_values_is_named_not_drawn_empty():
+    doc = synthetic_document(4, 20, stragglers=())
+    for series in doc["series"].values():
+        series.pop("seconds")
+    page = _report.html_report(doc)
+    assert _report_html.STEP_TIME_TITLE not in page
+    assert '<p class="muted">No step-time curve: the step lines carry no step time.</p>' in page
+    assert page.count("<svg") == 3
