@@ -50,6 +50,7 @@ GRID_LABELS_MAX = 16           # up to this many nodes, each grid cell names its
 BAND_STEPS_MAX = 200
 DETAILS_LISTED_MAX = 100       # per failure group, inside <details>
 EVERY_CHECK_ROWS = 1000
+NODES_LISTED_MAX = 64          # above, each node's <details> sit in one collapsed list; the failed ones above it
 DEFAULT_STRAGGLER_PCT = 10.0
 CONTROL = re.compile("\x1b\\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MARKS = {"culprit": "!", FAIL: "\u2715", "consequence": "", PASS: ""}
@@ -160,7 +161,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "run_cause": run_cause_of(document, shown),
         "cell": cell_of(document), "baseline": baseline_text(document), "failures": failures_of(document, shown),
         "grid": grid_of(document, shown, metric), "charts": charts, "charts_reason": reason,
-        "nodes": drill_down(document, shown, metric), "checks": checks_of(shown),
+        "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
         "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
         "facts": run_facts(document, shown), "every": every_check_of(document),
     }

@@ -410,8 +410,11 @@ def test_every_chart_has_a_wall_clock_row_from_the_steps_durations():
 
 def test_each_node_links_its_log_and_has_its_own_details(crash512):
     page = _report.html_report(crash512)
-    assert page.count('<details class="node') == 512
-    assert page.count('href="logs/node017/training.log"') == 2          # its grid cell and its details
+    assert page.count('<details class="node') == 512 + 4                 # and the culprit's and 3 failed nodes' above
+    assert '<details class="every-node"><summary>every node (512)</summary>' in page
+    assert page.count('href="logs/node017/training.log"') == 3          # its grid cell and its details (twice)
+    small = _report.html_report(synthetic_document(8, 20, crash_at=10))
+    assert small.count('<details class="node') == 8 and "every-node" not in small
     culprit = re.search(r'<details class="node s-culprit" open><summary><b>node017</b>.*?</details>', page).group(0)
     assert "errors crash: crash at line 4117" in culprit and "exit status</dt><dd>1</dd>" in culprit
     odd = synthetic_document(2, 20, stragglers=())
