@@ -661,7 +661,7 @@ def chart_context(title: str, curves: Sequence[Curve], band: Optional[Band], lev
     def coords(points: Any) -> str:
         return " ".join("%.1f,%.1f" % (sx(x), sy(y)) for x, y in points)
 
-    frame["y_ticks"] = [("%.1f" % sy(y0 + i * ystep), "%.1f" % (sy(y0 + i * ystep) + 4), short_number(y0 + i * ystep))
+    frame["y_ticks"] = [("%.1f" % sy(y0 + i * ystep), "%.1f" % (sy(y0 + i * ystep) + 4), tick_label(y0 + i * ystep))
                         for i in range(int(round((y1 - y0) / ystep)) + 1)]
     ticks = x_ticks(x0, x1)
     frame["x_ticks"] = [("%.1f" % sx(tick), short_number(tick)) for tick in ticks]
@@ -680,6 +680,11 @@ def chart_context(title: str, curves: Sequence[Curve], band: Optional[Band], lev
     frame["lines"] = [{"colour": c.colour, "width": c.width, "label": c.label, "points": coords(c.points)}
                       for c in curves]
     return frame
+
+
+def tick_label(value: float) -> str:
+    """A y tick that fits the left margin: 8000, 0.25, 1e+09."""
+    return "%.3g" % value if abs(value) >= 1e6 else short_number(value)
 
 
 def x_ticks(x0: float, x1: float) -> List[float]:

@@ -489,3 +489,10 @@ def test_a_curve_without_values_is_named_not_drawn_empty():
     assert _report_html.STEP_TIME_TITLE not in page
     assert '<p class="muted">No step-time curve: the step lines carry no step time.</p>' in page
     assert page.count("<svg") == 3
+
+
+def test_large_y_ticks_fit_the_left_margin():
+    curve = [_report_html.Curve("node1", [(0.0, 10.0), (10.0, 12.0)], "#000000")]
+    level = [_report_html.Level(1e9, "threshold 1000000000", "#cf222e", "6 4")]
+    chart = _report_html.svg_chart("tflops", curve, None, level, zero_based=True)
+    assert ">1e+09</text>" in chart and ">1000000000</text>" not in chart
