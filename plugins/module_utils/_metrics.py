@@ -262,13 +262,25 @@ def downsample(points: List[List[float]], limit: int) -> List[List[float]]:
 
 def node_series(steps: Sequence[Dict[str, Any]], steady: Sequence[Dict[str, Any]],
                 limit: int) -> Dict[str, List[List[float]]]:
-    """Loss over every step; throughput after warm-up only (step 1 can be absurdly fast)."""
+    """Loss over every step; throughput and step time (``seconds``) after warm-up only (step 1 can be absurdly
+    fast, step 0 compiles); ``elapsed``: seconds since the first step began, summed over every step, for the
+    report's wall-clock axis."""
     series: Dict[str, List[List[float]]] = {}
-    for metric in SERIES_METRICS:
+    for metric in SERIES_METRICS + ("seconds",):
         source = steps if metric == "loss" else steady
         points = [[s["step"], s[metric]] for s in source if isinstance(s.get(metric), (int, float))]
         if points:
             series[metric] = downsample(points, limit)
+    elapsed = 0.0
+    clock = []
+    for step in steps:
+        seconds = step.get("seconds")
+        if not is_finite_number(seconds) or seconds < 0:
+            break
+        elapsed += seconds
+        clock.append([step["step"], round(elapsed, 3)])
+    if clock:
+        series["elapsed"] = downsample(clock, limit)
     return series
 
 
@@ -335,7 +347,7 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
     throughput_means: Dict[str, float] = {}
     summaries: Dict[str, Any] = {}
     series: Dict[str, Any] = {}
-    limit = max(10, min(MAX_POINTS_PER_CURVE, SERIES_POINT_BUDGET // max(1, 3 * len(nodes))))
+    limit = max(10, min(MAX_POINTS_PER_CURVE, SERIES_POINT_BUDGET // max(1, 5 * len(nodes))))
     if not nodes:
         checks.append(make_check("cluster", "nodes", "fail", None, "at least one node", 0, "no node results to judge"))
     for node in sorted(nodes):

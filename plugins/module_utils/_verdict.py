@@ -58,6 +58,15 @@ def required_threshold_checks(unjudged: List[Dict[str, str]]) -> List[Dict[str, 
             for u in unjudged if u["reason"] not in (INFO_ONLY, NOT_ENFORCED)]
 
 
+def cell_difference_checks(plan: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """With ``require_thresholds``, a threshold cell named for another run than this one judges nothing."""
+    found = (plan.get("threshold_file") or {}).get("differences") or []
+    cell = (plan.get("threshold_file") or {}).get("cell")
+    return [make_check("cluster", "threshold cell", "fail", str(d["setting"]), d["cell"], d["run"],
+                       "%s: the cell %s says %s, this run has %s, and training_require_thresholds is true"
+                       % (d["setting"], cell, d["cell"], d["run"])) for d in found]
+
+
 def pass_headline(unjudged: List[Dict[str, str]]) -> str:
     throughput = [u["metric"] for u in unjudged if u["metric"] in THROUGHPUT_PREFERENCE and u["reason"] == NOT_SET]
     plain = [u["metric"] for u in unjudged if u["metric"] not in throughput and u["reason"] in (INFO_ONLY, NOT_SET,
@@ -85,7 +94,7 @@ def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pc
     scope = judged_and_unjudged(plan)
     soften_unenforced(outcome["checks"], scope["unjudged"])
     if require_thresholds:
-        outcome["checks"].extend(required_threshold_checks(scope["unjudged"]))
+        outcome["checks"].extend(required_threshold_checks(scope["unjudged"]) + cell_difference_checks(plan))
     analysis = analysis if analysis is not None else analyse(nodes)
     failures = [failure_line(c) for c in outcome["checks"] if c["status"] == "fail"]
     culprit = analysis["culprit"]
