@@ -74,7 +74,7 @@ def assert_no_node_blamed(output: str, headline: str, nodes) -> None:
 
 
 def assert_no_temporary_file(run_dir: Path) -> None:
-    assert not [p for p in run_dir.rglob("*.tmp")], "a temporary file was left"
+    assert not list(run_dir.rglob("*.tmp")), "a temporary file was left"
     assert not [p for p in run_dir.rglob("training.log") if p.stat().st_size == 0], "an empty log copy was left"
 
 

@@ -19,8 +19,8 @@ from test_train_e2e import assert_no_training_container, results, sim_env, train
 pytestmark = pytest.mark.cluster
 
 # The second cluster: its own prefix, subnet, state and inventory; the same node names.
-OTHER = {"CLUSTERVAL_SIMCLUSTER_PREFIX": os.environ.get(
-             "CLUSTERVAL_SIMCLUSTER_OTHER_PREFIX", os.environ.get("CLUSTERVAL_SIMCLUSTER_PREFIX", "cvsim") + "b"),
+OTHER_PREFIX = os.environ.get("CLUSTERVAL_SIMCLUSTER_PREFIX", "cvsim") + "b"
+OTHER = {"CLUSTERVAL_SIMCLUSTER_PREFIX": os.environ.get("CLUSTERVAL_SIMCLUSTER_OTHER_PREFIX", OTHER_PREFIX),
          "CLUSTERVAL_SIMCLUSTER_SUBNET": os.environ.get("CLUSTERVAL_SIMCLUSTER_OTHER_SUBNET", "10.214.0.0/24")}
 
 

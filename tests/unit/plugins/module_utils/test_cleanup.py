@@ -67,8 +67,9 @@ CLUSTER_A = _runlock.cluster_identity("10.0.0.11", "bob@login")
 CLUSTER_B = _runlock.cluster_identity("10.0.1.11", "bob@login")
 
 
-def interrupted_run(tmp_path, run_id, cluster=CLUSTER_A):
+def interrupted_run(tmp_path, run_id, cluster="A"):
     """A run that took its lock and wrote its marker, then was interrupted before any container started."""
+    cluster = CLUSTER_A if cluster == "A" else cluster
     run_dir, cache = tmp_path / "logs" / "clusterval" / run_id, tmp_path / "cache"
     run_dir.mkdir(parents=True)
     cache.mkdir(exist_ok=True)

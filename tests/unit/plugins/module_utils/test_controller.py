@@ -28,7 +28,7 @@ class Disk:
         real = _atomic.write_text
 
         def write_text(path, text, mode=0o644, replace=True):
-            used = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(self.root) for f in fs)
+            used = sum(os.path.getsize(os.path.join(d, f)) for d, unused, fs in os.walk(self.root) for f in fs)
             if used + len(text.encode()) > self.size:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
             return real(path, text, mode, replace)
