@@ -7,6 +7,7 @@ home directory on NFS. Real ansible-playbook, SSH and Docker daemons."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 
@@ -70,6 +71,8 @@ def test_a_teardown_without_run_id_on_one_cluster_leaves_the_other_clusters_run_
         assert (f"left alone, recorded by another cluster in the shared run index: run {run_id} "
                 f"({hosts[0]} at {simcluster.addresses[hosts[0]]} from ") in other.stdout
         assert not [line for line in other.stdout.splitlines() if run_id in line.split("; left alone")[0]]
+        assert re.search(r"item\(s\) removed on 2 node\(s\), every run; [1-9]\d* run\(s\) of another cluster left "
+                         r"alone", other.stdout), other.stdout[-2000:]
         assert on_other(other_cluster, hosts[0], "docker ps -aq --filter label=clusterval.run_id").strip() == ""
         # The run of the first cluster is unaffected: it still trains, and passes.
         rc = finish(proc)
