@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils._report import write_reports
-from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -26,13 +25,15 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        document = document_of(args["plan"], args["verdict"], args["stop_reason"], args["teardown"], args["run_dir"])
-        try:
-            paths = write_reports(args["run_dir"], document, args["seconds"])
-        except OSError as exc:
-            result.update(failed=True, msg="cannot write the reports into %s: %s" % (args["run_dir"], exc))
-            return result
-        result.update(changed=True, paths=paths, verdict=document["verdict"], headline=document["headline"],
-                      simulated=bool(document.get("simulated")),
-                      msg="%s: %s" % (document["headline"], ", ".join(sorted(paths.values()))))
+        written = reported_run(args["plan"], args["run_dir"], args["verdict"], args["stop_reason"], args["teardown"],
+                               args["seconds"])
+        document = written["document"]
+        result.update(changed=bool(written["paths"]), paths=written["paths"], verdict=document["verdict"],
+                      headline=document["headline"], controller_faults=document["controller_faults"],
+                      simulated=bool(document.get("simulated")))
+        if written["error"]:
+            kept = ", ".join(sorted(written["paths"])) or "nothing"
+            result.update(failed=True, msg="%s (kept: %s)" % (written["error"], kept))
+        else:
+            result["msg"] = "%s: %s" % (document["headline"], ", ".join(sorted(written["paths"].values())))
         return result

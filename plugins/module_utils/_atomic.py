@@ -21,6 +21,16 @@ def write_bytes(path: str, data: bytes, mode: int = 0o644, owner: Ownership = No
                 replace: bool = True) -> bool:
     """Write ``data`` to ``path`` atomically; with ``replace=False`` an existing file wins (returns False)."""
     directory = os.path.dirname(path) or "."
+    try:
+        return _write_bytes(path, directory, data, mode, owner, replace)
+    except OSError as exc:
+        if exc.filename or not exc.errno:
+            raise
+        # A failed write() or close() names no file: name the target, so that every message says where.
+        raise type(exc)(exc.errno, exc.strerror, path) from exc
+
+
+def _write_bytes(path: str, directory: str, data: bytes, mode: int, owner: Ownership, replace: bool) -> bool:
     descriptor, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(descriptor, "wb") as handle:

@@ -1,12 +1,16 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Teardown on one node without a plan: the collection's containers, found by their labels, and
-what their runs left (lease, lock, preflight marker, HF token copy, status directory)."""
+what their runs left (lease, lock, preflight marker, HF token copy, status directory).
+
+Every labelled container on the node is this cluster's (Docker runs on the node). The run index lives in a
+home directory that another cluster with the same node names may share: only this cluster's entries are
+cleared (``_runlock.same_cluster``), the others are left alone and named."""
 from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _run_node, _run_ship, _runlock
@@ -34,18 +38,28 @@ def socket_of(docker_host: str) -> str:
 
 
 def runs_to_clear(containers: List[Mapping[str, Any]], run_id: str, run_dir: str, data_cache_dir: str,
-                  node: str) -> Dict[str, Dict[str, str]]:
-    """run id -> {run_dir, data_cache_dir}: the given run, the containers' labels and the node's run index
-    (only `run_id`'s entry when given, else every run's)."""
+                  node: str, cluster: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, Dict[str, str]], List[str]]:
+    """(run id -> {run_dir, data_cache_dir}, left alone): the given run, the containers' labels and the node's
+    run index (only `run_id`'s entry when given, else every run's), the index entries of this `cluster` only
+    (``_runlock.cluster_identity``); the others' are named in the second item."""
     runs: Dict[str, Dict[str, str]] = {}
-    found = [(c["run_id"], c) for c in containers] + list(_runlock.indexed_runs(node, run_id).items())
-    if run_id:
+    labelled = {c["run_id"] for c in containers}
+    ours, left = [], []
+    for rid, entry in sorted(_runlock.indexed_runs(node, run_id).items()):
+        if rid in labelled or _runlock.same_cluster(entry["cluster"], cluster or {}, bool(run_id)):
+            ours.append((rid, entry))
+        else:
+            left.append("run %s (%s)" % (rid, _runlock.describe_cluster(node, entry["cluster"])))
+    found = [(c["run_id"], c) for c in containers] + ours
+    if run_id and (run_dir or data_cache_dir or not left):
         found.insert(0, (run_id, {"run_dir": run_dir, "data_cache_dir": data_cache_dir}))
     for rid, where in found:
-        known = runs.setdefault(rid, {"run_dir": "", "data_cache_dir": ""})
+        known = runs.setdefault(rid, {"run_dir": "", "data_cache_dir": "", "indexed": ""})
         for key in ("run_dir", "data_cache_dir"):
             known[key] = known[key] or where.get(key) or ""
-    return runs
+    for rid in runs:  # another cluster's entry of a run named here stays in the index
+        runs[rid]["indexed"] = "" if left and rid == run_id else "ours"
+    return runs, left
 
 
 def remove_file(path: str, dry_run: bool) -> bool:
@@ -106,15 +120,18 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
 
 def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
             dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "",
+            cluster: Optional[Mapping[str, str]] = None,
             taken_over_by: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """Remove every labelled container (or `run_id`'s) and the files of their runs.
+    """Remove every labelled container (or `run_id`'s) and the files of their runs: the runs of those
+    containers and the runs `cluster` recorded in the node's run index.
 
     ``taken_over_by`` (the run taking the node over): each run removed is told so first, in its status
     directory, which stays for its own watch to read (its own teardown removes it).
 
-    Returns {removed[], containers[], runs[], error}; `error` (the daemon could not be reached or
-    refused a removal) is None when all went well. The run's lease and marker are removed even then
-    (without its lease the node's guard stops the job); its lock stays until a teardown succeeds."""
+    Returns {removed[], containers[], runs[], left_alone[], error}; `error` (the daemon could not be reached
+    or refused a removal) is None when all went well. The run's lease and marker are removed even then
+    (without its lease the node's guard stops the job); its lock stays until a teardown succeeds.
+    `left_alone` names the runs another cluster recorded in the shared run index."""
     removed: List[str] = []
     containers: List[Dict[str, Any]] = []
     error: Optional[str] = None
@@ -122,26 +139,31 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
         path = socket_of(docker_host)
         containers = _runlock.list_labelled(path, run_id)
         if taken_over_by and not dry_run:
-            mark_taken_over(runs_to_clear(containers, run_id, run_dir, data_cache_dir, node), taken_over_by)
+            mark_taken_over(runs_to_clear(containers, run_id, run_dir, data_cache_dir, node, cluster)[0],
+                            taken_over_by)
         for container in containers:
             if not dry_run:
                 remove_container(path, container["id"], timeout)
             removed.append("container %s (run %s, %s)" % (container["name"], container["run_id"], container["state"]))
     except (OSError, ValueError) as exc:
         error = "Docker daemon at %s: %s" % (docker_host, exc)
-    runs = runs_to_clear(containers, run_id, run_dir, data_cache_dir, node)
+    runs, left_alone = runs_to_clear(containers, run_id, run_dir, data_cache_dir, node, cluster)
     for rid, where in sorted(runs.items()):
         # Containers that may still run keep the node locked: the next run is refused, not mixed in.
         removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run,
-                                       keep_lock=error is not None, node=node, keep_status=bool(taken_over_by)))
-    return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs), "error": error}
+                                       keep_lock=error is not None, node=node if where["indexed"] else "",
+                                       keep_status=bool(taken_over_by)))
+    return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs),
+            "left_alone": left_alone, "error": error}
 
 
 def summary(node: str, outcome: Mapping[str, Any], run_id: str) -> str:
     scope = "run %s" % run_id if run_id else "any run"
+    left = outcome.get("left_alone") or []
+    others = "; left alone, recorded by another cluster in the shared run index: %s" % ", ".join(left) if left else ""
     if outcome["error"]:
-        return "%s teardown FAILED (%s): %s%s" % (node, scope, outcome["error"], "; removed: %s" % "; ".join(
-            outcome["removed"]) if outcome["removed"] else "")
+        return "%s teardown FAILED (%s): %s%s%s" % (node, scope, outcome["error"], "; removed: %s" % "; ".join(
+            outcome["removed"]) if outcome["removed"] else "", others)
     if not outcome["removed"]:
-        return "%s teardown: nothing to remove (%s)" % (node, scope)
-    return "%s teardown removed (%s): %s" % (node, scope, "; ".join(outcome["removed"]))
+        return "%s teardown: nothing to remove (%s)%s" % (node, scope, others)
+    return "%s teardown removed (%s): %s%s" % (node, scope, "; ".join(outcome["removed"]), others)

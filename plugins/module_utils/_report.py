@@ -8,6 +8,7 @@ identity, and lead with the same thing: the headline and the culprit (``_report_
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import math
 import os
@@ -23,8 +24,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._report_html i
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
     CheckGroup, View, check_label, headline, view)
 
-__all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "results_json",
-           "strict_json", "write_reports"]
+__all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "ReportsNotWritten", "html_report", "junit_xml", "results_document",
+           "results_json", "strict_json", "write_reports"]
 
 # The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
 SCHEMA_VERSION = 1
@@ -32,7 +33,7 @@ SCHEMA_VERSION = 1
 DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "run_cause", "consequences", "failures", "checks", "judged",
                  "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
                  "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
-                 "straggler_pct", "run_dir", "generated_at", "teardown")
+                 "straggler_pct", "run_dir", "generated_at", "teardown", "controller_faults")
 # Keys of an Ansible task result that are not the outcome.
 RESULT_KEYS = ("changed", "failed", "msg", "ansible_stats", "invocation", "skipped", "warnings", "deprecations",
                "exception")
@@ -320,16 +321,62 @@ def junit_timestamp(document: Mapping[str, Any]) -> str:
 
 # -- files ---------------------------------------------------------------------------------------------
 
+class ReportsNotWritten(OSError):
+    """Some report files could not be written; ``written`` maps the names of those that were to their paths."""
+
+    def __init__(self, cause: OSError, written: Dict[str, str]):
+        super().__init__(cause.errno, cause.strerror, cause.filename)
+        self.written = written
+
+
+# results.json first: it is small and it is what tools read; then JUnit, then the HTML page.
+REPORT_ORDER = ("results.json", "junit.xml", "report.html")
+
+
 def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[float] = None) -> Dict[str, str]:
-    """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed); returns their
-    paths. ``seconds``: how long the training ran, for JUnit."""
-    os.makedirs(run_dir, exist_ok=True)
+    """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed), in that order;
+    returns their paths. ``seconds``: how long the training ran, for JUnit.
+
+    Each file is written on its own: one that cannot be written does not stop the next. When results.json
+    cannot be written (a full disk), the run's own older report.html and junit.xml are removed to make room for
+    it (they would contradict it), then its own older results.json. Raises ``ReportsNotWritten`` (an OSError:
+    the first failure, with ``written``) when any file could not be written."""
     shown = view(document)
-    files = {"results.json": results_json(document), "junit.xml": junit_xml(document, shown=shown, seconds=seconds),
-             "report.html": html_report(document, shown)}
-    paths = {}
-    for name, content in files.items():
+    paths: Dict[str, str] = {}
+    first_error: Optional[OSError] = None
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as exc:
+        raise ReportsNotWritten(exc, paths) from exc
+    for name in REPORT_ORDER:
         path = os.path.join(run_dir, name)
-        _atomic.write_text(path, content)
+        try:
+            content = results_json(document) if name == "results.json" else (
+                junit_xml(document, shown=shown, seconds=seconds) if name == "junit.xml" else
+                html_report(document, shown))
+            write_with_room(path, content, run_dir) if name == "results.json" else _atomic.write_text(path, content)
+        except OSError as exc:
+            first_error = first_error or exc
+            continue
         paths[name] = path
+    if first_error is not None:
+        raise ReportsNotWritten(first_error, paths) from first_error
     return paths
+
+
+def write_with_room(path: str, content: str, run_dir: str) -> None:
+    """Write ``path`` atomically; when there is no room for it, remove the run's older reports (the other
+    files first, then its own older version) and try again after each."""
+    stale = [os.path.join(run_dir, name) for name in reversed(REPORT_ORDER)]
+    while True:
+        try:
+            _atomic.write_text(path, content)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            present = [p for p in stale if os.path.lexists(p)]
+            if not present:
+                raise
+            os.unlink(present[0])
+            stale.remove(present[0])

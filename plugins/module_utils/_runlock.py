@@ -11,9 +11,13 @@ in preflight or node preparation has no container yet). A lock whose run has no 
 and is older than that is stale: it is taken over, with a warning.
 
 Taking the lock also records the run in the node's run index (``~/.cache/clusterval/runs/<run id>@<node>.json``,
-``{run_dir, data_cache_dir}``; keyed by node because home directories are often shared): a teardown given only
-the run id, or none, finds the run's lock, lease and marker there even when the run was interrupted before any
-container carried their paths in its labels.
+``{run_dir, data_cache_dir, cluster}``; keyed by node because home directories are often shared): a teardown given
+only the run id, or none, finds the run's lock, lease and marker there even when the run was interrupted before any
+container carried their paths in its labels. ``cluster`` is the identity of the cluster that recorded it
+(``{address, controller}``: the node's address as the inventory gives it, the controller's ``user@host``). Two
+clusters whose nodes have the same names may share a home directory, so a teardown clears only its own cluster's
+entries (``same_cluster``): the shared state of another cluster's run (its status directory, marker, lease, lock,
+index entry) is never touched.
 """
 from __future__ import annotations
 
@@ -90,15 +94,43 @@ def index_path(run_id: str, node: str) -> str:
     return os.path.join(os.path.expanduser(RUN_INDEX_DIR), name)
 
 
-def record_run(run_id: str, node: str, run_dir: str, data_cache_dir: str) -> None:
-    """Put the node's run into the run index (atomically)."""
+def cluster_identity(address: str, controller: str) -> Dict[str, str]:
+    """Who records a run: the node's address as the inventory gives it and the controller's ``user@host``."""
+    return {"address": address or "", "controller": controller or ""}
+
+
+def same_cluster(recorded: Mapping[str, Any], here: Mapping[str, Any], named: bool) -> bool:
+    """Whether a run-index entry recorded by `recorded` belongs to the cluster `here` (both ``cluster_identity``).
+
+    A run named by its id is another cluster's only when the entry gives another address for the node (a
+    teardown from another controller is what one does when the first one died). Every run (no run id): the
+    entry must give this address and this controller; an entry without an identity (an older version wrote
+    it) or a caller without one is never taken for this cluster's."""
+    address, controller = recorded.get("address") or "", recorded.get("controller") or ""
+    if named:
+        return not (address and here.get("address") and address != here.get("address"))
+    return bool(address and controller) and address == here.get("address") and controller == here.get("controller")
+
+
+def describe_cluster(node: str, recorded: Mapping[str, Any]) -> str:
+    """`node1 at 10.0.0.11 from alice@login1`, or `node1, no cluster recorded`."""
+    if not recorded.get("address") and not recorded.get("controller"):
+        return "%s, no cluster recorded" % node
+    return "%s at %s from %s" % (node, recorded.get("address") or "?", recorded.get("controller") or "?")
+
+
+def record_run(run_id: str, node: str, run_dir: str, data_cache_dir: str,
+               cluster: Optional[Mapping[str, str]] = None) -> None:
+    """Put the node's run into the run index (atomically), with the identity of the cluster that runs it."""
     path = index_path(run_id, node)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    _atomic.write_json(path, {"run_dir": run_dir, "data_cache_dir": data_cache_dir})
+    _atomic.write_json(path, {"run_dir": run_dir, "data_cache_dir": data_cache_dir, "cluster": dict(cluster or {})},
+                       makedirs=True)
 
 
-def indexed_runs(node: str, run_id: str = "") -> Dict[str, Dict[str, str]]:
-    """run id -> {run_dir, data_cache_dir} of the node's runs in the run index: all, or only `run_id`."""
+def indexed_runs(node: str, run_id: str = "") -> Dict[str, Dict[str, Any]]:
+    """run id -> {run_dir, data_cache_dir, cluster} of the node's runs in the run index: all, or only `run_id`.
+
+    `cluster` is the recorded ``cluster_identity`` ({} when the entry has none)."""
     directory = os.path.expanduser(RUN_INDEX_DIR)
     suffix = "@%s.json" % quote(node, safe="")
     try:
@@ -113,7 +145,11 @@ def indexed_runs(node: str, run_id: str = "") -> Dict[str, Dict[str, str]]:
         except (OSError, ValueError):
             continue
         if isinstance(entry, dict):
-            runs[unquote(name[:-len(suffix)])] = {key: str(entry.get(key) or "") for key in ("run_dir", "data_cache_dir")}
+            found: Dict[str, Any] = {key: str(entry.get(key) or "") for key in ("run_dir", "data_cache_dir")}
+            cluster = entry.get("cluster")
+            found["cluster"] = {key: str(cluster.get(key) or "") for key in ("address", "controller")
+                                if cluster.get(key)} if isinstance(cluster, dict) else {}
+            runs[unquote(name[:-len(suffix)])] = found
     return runs
 
 
@@ -202,8 +238,9 @@ def list_labelled(socket_path: str, run_id: str = "") -> List[Dict[str, Any]]:
 
 
 def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, take: bool,
-          takeover: bool, stale_after_s: float, data_cache_dir: str = "") -> Dict[str, Any]:
-    """The busy check of one node, taking the lock (and recording the run in the run index) when `take`.
+          takeover: bool, stale_after_s: float, data_cache_dir: str = "", address: str = "") -> Dict[str, Any]:
+    """The busy check of one node, taking the lock (and recording the run in the run index, with the cluster's
+    identity: `address` as the inventory gives it and `controller`) when `take`.
 
     Returns {check, took_over}: `took_over` names the run whose containers the caller removes
     (takeover of a busy node), else None."""
@@ -219,9 +256,10 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
         return {"check": _check(False, busy_detail(node, state)), "took_over": None}
     replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)
     if take and not take_lock(path, lock_record(run_id, controller), replace=replace):
-        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s, data_cache_dir)
+        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s, data_cache_dir,
+                     address)
     if take:
-        record_run(run_id, node, run_dir, data_cache_dir)
+        record_run(run_id, node, run_dir, data_cache_dir, cluster_identity(address, controller))
     if state["busy"]:
         detail = "takeover (training_takeover=true): run %s%s is torn down before this run starts (%s)" % (
             state["run_id"], " from %s" % state["controller"] if state["controller"] else "", state["reason"])

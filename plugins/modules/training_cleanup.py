@@ -15,6 +15,11 @@ description:
     preflight marker (C(<data cache dir>/.clusterval-preflight-<run id>)); the run dir and data cache dir come
     from the containers' labels (C(clusterval.run_dir), C(clusterval.data_cache_dir)) or from O(run_dir) and
     O(data_cache_dir).
+  - Every labelled container on the node is removed (the node's Docker daemon only runs this cluster's), but the
+    run index lives in a home directory that another cluster whose nodes have the same names may share. The runs
+    found only there are cleared when this cluster recorded them (O(address) and O(controller), written
+    there by M(clusterval.training.training_probe) when it takes the lock); the others
+    are left alone and named in RV(left_alone).
   - Fails, after removing what it could, when the Docker daemon cannot be reached or refuses a removal.
 options:
   docker_host:
@@ -41,6 +46,18 @@ options:
     description:
       - The node's name in RV(msg) and in the node's run index (C(~/.cache/clusterval/runs/<run id>@<node>.json),
         keyed by node because home directories are often shared); default the host name.
+    type: str
+    default: ""
+  address:
+    description:
+      - The node's address as the inventory gives it (C(ansible_host)), half of this cluster's identity.
+      - Without O(run_id), a run found only in the run index is cleared when its entry gives this address and
+        O(controller); with O(run_id), unless its entry gives another address. Empty leaves every run found only
+        in the run index alone when O(run_id) is empty.
+    type: str
+    default: ""
+  controller:
+    description: Who tears down, C(user@host) of the controller, the other half of this cluster's identity.
     type: str
     default: ""
   taken_over_by:
@@ -86,6 +103,12 @@ runs:
   type: list
   elements: str
   sample: [20261125T020000Z-1a2b3c-x]
+left_alone:
+  description: The runs of the run index recorded by another cluster (another address or controller), left alone.
+  returned: always
+  type: list
+  elements: str
+  sample: ["run 20261125T020000Z-1a2b3c-x (node1 at 10.218.0.11 from alice@login-b)"]
 msg:
   description: One line for the node, C(nothing to remove) when nothing was there.
   returned: always
@@ -97,7 +120,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
+from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
 
 
 def main():
@@ -109,6 +132,8 @@ def main():
             data_cache_dir=dict(type="str", default=""),
             timeout=dict(type="float", default=30.0),
             node=dict(type="str", default=""),
+            address=dict(type="str", default=""),
+            controller=dict(type="str", default=""),
             taken_over_by=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -116,10 +141,12 @@ def main():
     params = module.params
     node = params["node"] or socket.gethostname()
     outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
-                               module.check_mode, params["timeout"], node, params["taken_over_by"])
+                               module.check_mode, params["timeout"], node,
+                               _runlock.cluster_identity(params["address"], params["controller"]),
+                               params["taken_over_by"])
     msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
-                  runs=outcome["runs"], msg=msg)
+                  runs=outcome["runs"], left_alone=outcome["left_alone"], msg=msg)
     if outcome["error"]:
         module.fail_json(**result)
     module.exit_json(**result)

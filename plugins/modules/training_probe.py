@@ -118,9 +118,16 @@ options:
         type: str
         default: ""
       controller:
-        description: Who runs it (user and controller host), written into the lock.
+        description: Who runs it (user and controller host), written into the lock and the run index.
         type: str
         default: "?"
+      address:
+        description:
+          - The node's address as the inventory gives it (C(ansible_host)). With O(lock.controller) it is the
+            cluster's identity in the run index, so that the teardown of another cluster whose nodes have the same
+            names and share the home directory never clears this run.
+        type: str
+        default: ""
       take:
         description: Take the lock; V(false) only checks (C(playbooks/preflight.yml), check mode).
         type: bool
@@ -275,7 +282,7 @@ def claim_node(params, node):
         return None
     return _runlock.claim(node, params["docker_socket"] or "/var/run/docker.sock", lock["run_id"], lock["run_dir"],
                           lock["controller"], lock["take"], lock["takeover"], lock["stale_after"],
-                          lock["data_cache_dir"])
+                          lock["data_cache_dir"], lock["address"])
 
 
 def marker_checks(marker):
@@ -315,6 +322,7 @@ def main():
                 run_dir=dict(type="str", required=True),
                 data_cache_dir=dict(type="str", default=""),
                 controller=dict(type="str", default="?"),
+                address=dict(type="str", default=""),
                 take=dict(type="bool", default=True),
                 takeover=dict(type="bool", default=False),
                 stale_after=dict(type="float", default=1800.0),

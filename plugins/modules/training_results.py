@@ -13,6 +13,15 @@ description:
   - Works on every path of a run. After a verdict, O(verdict) is the result of M(clusterval.training.training_assert).
     For a run that stopped before it was judged, the document is a V(FAIL) with O(stop_reason) as its headline and
     no metrics. With O(teardown), each node's teardown is recorded, and a failed one makes the run a V(FAIL).
+  - "Faults of the controller itself are named as such, never as a node's: a write into O(run_dir) that fails (a
+    full disk, a quota, a read-only mount), in this task, in an earlier one (O(stop_reason) naming a file there), or
+    while collecting a node's training log (the teardown outcome's C(log_error)), gives one line
+    C(controller: cannot write the run directory <run dir>: <reason>) in RV(controller_faults) and the document's
+    C(controller_faults). The run is then a V(FAIL) whose headline keeps the training's own verdict."
+  - results.json is written first (it is small), then junit.xml and report.html, each on its own. When there is no
+    room for results.json, the run's older report.html, junit.xml and results.json are removed to make room rather
+    than left contradicting it. An incomplete copy of a node's log is removed when empty, else renamed
+    C(training.log.partial). The task fails, after writing what it could, when a file could not be written.
   - The collection's reports never depend on a callback being enabled; the C(clusterval.training.training_report)
     callback only prints.
   - Runs on the controller; use it with C(run_once).
@@ -32,7 +41,9 @@ options:
     description: Why the run stopped, for a run without verdict (the failed task's message).
     type: str
   teardown:
-    description: Host -> that node's teardown outcome C({ok, unreachable, removed, msg}) (the C(teardown_outcome) fact).
+    description:
+      - Host -> that node's teardown outcome C({ok, unreachable, removed, msg}) (the C(teardown_outcome) fact), with
+        C(log_error) when its training log could not be collected.
     type: dict
   seconds:
     description: How long the training ran, for the JUnit suite's time.
@@ -66,22 +77,30 @@ EXAMPLES = r"""
 
 RETURN = r"""
 paths:
-  description: File name -> path of each report written.
-  returned: success
+  description: File name -> path of each report written (only those written when the task fails).
+  returned: always
   type: dict
   sample: {"results.json": "/home/alice/runs/r1/results.json", "junit.xml": "/home/alice/runs/r1/junit.xml",
            "report.html": "/home/alice/runs/r1/report.html"}
 verdict:
-  description: The run's verdict as written, V(PASS) or V(FAIL) (a failed teardown makes it V(FAIL)).
-  returned: success
+  description: The run's verdict as written, V(PASS) or V(FAIL) (a failed teardown or a controller fault makes it V(FAIL)).
+  returned: always
   type: str
+  sample: FAIL
 headline:
-  description: The one-line verdict as written.
-  returned: success
+  description: The one-line verdict as written (or as it would have been, when results.json could not be written).
+  returned: always
   type: str
   sample: "FAIL: node3 crash at step 3: XlaRuntimeError: INTERNAL: ... (3 other nodes stopped as a consequence)"
+controller_faults:
+  description: What the controller itself could not do, one line each; empty when nothing.
+  returned: always
+  type: list
+  elements: str
+  sample: ["controller: cannot write the run directory /home/alice/runs/r1: No space left on device"]
 simulated:
   description: Whether the run ran on the simulated cluster.
-  returned: success
+  returned: always
   type: bool
+  sample: false
 """

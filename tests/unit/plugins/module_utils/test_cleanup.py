@@ -62,14 +62,20 @@ def test_only_unix_sockets_are_docker_hosts_here():
         raise AssertionError("a tcp host was accepted")
 
 
-def interrupted_run(tmp_path, run_id):
+CLUSTER_A = _runlock.cluster_identity("10.0.0.11", "bob@login")
+# Another cluster whose nodes have the same names, run from the same controller, sharing the home directory.
+CLUSTER_B = _runlock.cluster_identity("10.0.1.11", "bob@login")
+
+
+def interrupted_run(tmp_path, run_id, cluster="A"):
     """A run that took its lock and wrote its marker, then was interrupted before any container started."""
+    cluster = CLUSTER_A if cluster == "A" else cluster
     run_dir, cache = tmp_path / "logs" / "clusterval" / run_id, tmp_path / "cache"
     run_dir.mkdir(parents=True)
     cache.mkdir(exist_ok=True)
     _runlock.take_lock(_runlock.lock_path(str(run_dir)), _runlock.lock_record(run_id, "ctl"))
-    _runlock.record_run(run_id, "node1", str(run_dir), str(cache))
-    _runlock.record_run(run_id, "node2", "/elsewhere", str(cache))  # a shared home holds every node's
+    _runlock.record_run(run_id, "node1", str(run_dir), str(cache), cluster)
+    _runlock.record_run(run_id, "node2", "/elsewhere", str(cache), cluster)  # a shared home holds every node's
     (cache / (".clusterval-preflight-" + run_id)).write_text(run_id + ":node1")
     return run_dir, cache
 
@@ -91,7 +97,7 @@ def test_a_teardown_of_every_run_clears_every_indexed_run_and_one_runs_only_its_
     assert _cleanup.cleanup("unix:///nowhere.sock", "r2", node="node1")["runs"] == ["r2"]
     assert sorted(_runlock.indexed_runs("node1")) == ["r1"]
     interrupted_run(tmp_path / "c", "r3")
-    assert _cleanup.cleanup("unix:///nowhere.sock", node="node1")["runs"] == ["r1", "r3"]
+    assert _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_A)["runs"] == ["r1", "r3"]
     assert _runlock.indexed_runs("node1") == {} and sorted(_runlock.indexed_runs("node2")) == ["r1", "r2", "r3"]
 
 
@@ -99,3 +105,61 @@ def test_the_index_stays_while_the_daemon_cannot_say_what_still_runs(tmp_path):
     interrupted_run(tmp_path, "r1")
     outcome = _cleanup.cleanup("unix://%s" % (tmp_path / "none.sock"), "r1", node="node1")
     assert outcome["error"] and sorted(_runlock.indexed_runs("node1")) == ["r1"]
+
+
+def running_run(tmp_path, run_id, cluster):
+    """A healthy run of `cluster` on node1: its status directory and marker on the cluster's share, its index entry."""
+    run_dir, cache = interrupted_run(tmp_path, run_id, cluster)
+    (cache / ".clusterval-status" / run_id / "nodes").mkdir(parents=True)
+    (cache / ".clusterval-status" / run_id / "lease").write_text('{"renewal": 3, "go": true}')
+    return run_dir, cache
+
+
+def test_a_teardown_of_every_run_never_touches_a_run_another_cluster_recorded_in_the_shared_home(
+        tmp_path, monkeypatch):
+    run_dir, cache = running_run(tmp_path / "a", "ra", CLUSTER_A)
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [])  # cluster B's node1 runs nothing
+    outcome = _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_B)
+    assert outcome["error"] is None and outcome["removed"] == [] and outcome["runs"] == []
+    assert outcome["left_alone"] == ["run ra (node1 at 10.0.0.11 from bob@login)"]
+    assert (cache / ".clusterval-status" / "ra" / "lease").exists() and (cache / ".clusterval-preflight-ra").exists()
+    assert _runlock.read_lock(_runlock.lock_path(str(run_dir)))["run_id"] == "ra"
+    assert sorted(_runlock.indexed_runs("node1")) == ["ra"]
+    line = _cleanup.summary("node1", outcome, "")
+    assert line == ("node1 teardown: nothing to remove (any run); left alone, recorded by another cluster in the "
+                    "shared run index: run ra (node1 at 10.0.0.11 from bob@login)")
+    # Cluster A's own teardown clears it.
+    mine = _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_A)
+    assert mine["runs"] == ["ra"] and mine["left_alone"] == []
+    assert not (cache / ".clusterval-status" / "ra").exists() and _runlock.indexed_runs("node1") == {}
+
+
+def test_named_runs_are_cleared_from_another_controller_but_not_from_another_clusters_nodes(tmp_path, monkeypatch):
+    running_run(tmp_path / "a", "ra", CLUSTER_A)
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [])
+    assert _cleanup.cleanup("unix:///nowhere.sock", "ra", node="node1", cluster=CLUSTER_B)["left_alone"] == [
+        "run ra (node1 at 10.0.0.11 from bob@login)"]
+    assert sorted(_runlock.indexed_runs("node1")) == ["ra"]
+    elsewhere = _runlock.cluster_identity("10.0.0.11", "bob@login-2")
+    assert _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=elsewhere)["runs"] == []
+    assert _cleanup.cleanup("unix:///nowhere.sock", "ra", node="node1", cluster=elsewhere)["runs"] == ["ra"]
+    assert _runlock.indexed_runs("node1") == {}
+
+
+def test_an_index_entry_without_a_cluster_is_left_to_a_teardown_that_names_it(tmp_path, monkeypatch):
+    interrupted_run(tmp_path, "old", cluster=None)
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [])
+    assert _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_A)["left_alone"] == [
+        "run old (node1, no cluster recorded)"]
+    assert _cleanup.cleanup("unix:///nowhere.sock", "old", node="node1", cluster=CLUSTER_A)["runs"] == ["old"]
+
+
+def test_the_runs_of_the_nodes_own_containers_are_this_clusters_whatever_the_index_says(tmp_path, monkeypatch):
+    run_dir, cache = running_run(tmp_path / "a", "ra", CLUSTER_B)
+    label = {"name": "c", "id": "x", "run_id": "ra", "state": "exited", "run_dir": str(run_dir),
+             "data_cache_dir": str(cache)}
+    monkeypatch.setattr(_runlock, "list_labelled", lambda path, run_id="": [label])
+    monkeypatch.setattr(_cleanup, "remove_container", lambda path, cid, timeout: None)
+    outcome = _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_A)
+    assert outcome["runs"] == ["ra"] and outcome["left_alone"] == []
+    assert not (cache / ".clusterval-status" / "ra").exists()

@@ -3,6 +3,7 @@ import json
 import os
 import threading
 
+import pytest
 from fake_docker import serve_once
 
 from ansible_collections.clusterval.training.plugins.module_utils import _runlock
@@ -133,7 +134,8 @@ def test_taking_the_lock_records_the_run_in_the_nodes_run_index(tmp_path, run_in
     answer = _runlock.claim("node1", sock, "r2", run_dir, "bob@ctl", take=True, takeover=False,
                             stale_after_s=1800, data_cache_dir="/shared/cache")
     assert answer["check"]["ok"]
-    assert _runlock.indexed_runs("node1", "r2") == {"r2": {"run_dir": run_dir, "data_cache_dir": "/shared/cache"}}
+    assert _runlock.indexed_runs("node1", "r2") == {"r2": {"run_dir": run_dir, "data_cache_dir": "/shared/cache",
+                                                           "cluster": {"controller": "bob@ctl"}}}
     assert _runlock.indexed_runs("node2") == {}
     assert [p.name for p in run_index.iterdir()] == ["r2@node1.json"]
 
@@ -157,3 +159,34 @@ def test_the_port_holder_is_named_with_its_container(tmp_path):
     (proc / "42" / "comm").write_text("python3\n")
     (proc / "42" / "cgroup").write_text("0::/cvsim-node1/%s\n" % ("ab" * 32))
     assert _ports.port_holder(1234, str(proc)) == "pid 42 (python3) in container %s" % ("ab" * 6)
+
+
+def test_the_run_index_records_the_clusters_identity(tmp_path, run_index):
+    sock, run_dir = str(tmp_path / "d.sock"), str(tmp_path / "clusterval" / "r2")
+    docker_list(sock, [])
+    _runlock.claim("node1", sock, "r2", run_dir, "bob@login-a", take=True, takeover=False, stale_after_s=1800,
+                   data_cache_dir="/shared/cache", address="10.0.0.11")
+    entry = _runlock.indexed_runs("node1")["r2"]
+    assert entry["cluster"] == {"address": "10.0.0.11", "controller": "bob@login-a"}
+    assert _runlock.describe_cluster("node1", entry["cluster"]) == "node1 at 10.0.0.11 from bob@login-a"
+
+
+A = {"address": "10.0.0.11", "controller": "bob@login-a"}
+
+
+@pytest.mark.parametrize("here, named, ours", [
+    (A, False, True),
+    ({"address": "10.0.1.11", "controller": "bob@login-a"}, False, False),  # same names, another cluster
+    ({"address": "10.0.0.11", "controller": "bob@login-b"}, False, False),  # same short names, other login node
+    ({"address": "10.0.0.11", "controller": "bob@login-b"}, True, True),    # the run named from another controller
+    ({"address": "10.0.1.11", "controller": "bob@login-a"}, True, False),   # named, but another cluster's node
+    ({}, False, False),                                                      # a caller that cannot say who it is
+    ({}, True, True),
+])
+def test_same_cluster(here, named, ours):
+    assert _runlock.same_cluster(A, here, named) is ours
+
+
+def test_an_entry_without_identity_is_only_cleared_by_its_run_id():
+    assert not _runlock.same_cluster({}, A, named=False)
+    assert _runlock.same_cluster({}, A, named=True)
