@@ -18,6 +18,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_direct, _run_fold, _run_watch
+from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, ClusterLimits, Limits, final_step_of)
@@ -76,6 +77,11 @@ class ActionModule(ActionBase):
             return self._direct_look(result, plan, args, task_vars)
         except ConfigError as exc:
             result.update(failed=True, done=True, msg=f"training_watch: {exc}")
+            return result
+        except OSError as exc:
+            # The watch keeps its memory in the run directory: a controller that cannot write there is said so.
+            reason = exc.strerror if is_write_fault(exc) else str(exc)
+            result.update(failed=True, done=True, reason="controller", msg=run_dir_fault(args["run_dir"], reason))
             return result
 
     # -- the cluster watch ---------------------------------------------------------------------------

@@ -179,8 +179,11 @@ def spill_steps(directory: str, state: State) -> None:
     if new or restart:
         path = os.path.join(directory, STEPS_DIR, "%s.jsonl" % state["host"])
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w" if restart else "a", encoding="utf-8") as handle:
-            handle.write("".join(json.dumps(s, allow_nan=True) + "\n" for s in new))
+        try:
+            with open(path, "w" if restart else "a", encoding="utf-8") as handle:
+                handle.write("".join(json.dumps(s, allow_nan=True) + "\n" for s in new))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from exc
     if len(steps) > 2:
         state["steps"] = [steps[0], steps[-1]]
     state["steps_kept"] = len(state["steps"])

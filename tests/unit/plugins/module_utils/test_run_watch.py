@@ -113,3 +113,15 @@ def test_a_direct_look_that_found_the_container_killed_names_it(tmp_path):
         "msg": "n2: the training container c exited with status 137 at step 5"})
     assert merged["reason"] == "exit" and merged["exit_code"] == 137
     assert merged["msg"] == "n2: the training container c exited with status 137 at step 5 (n2: no status for 31 s)"
+
+
+def test_a_steps_file_that_cannot_be_written_names_itself(tmp_path):
+    directory = _run_watch.watch_dir(str(tmp_path), "r1")
+    (tmp_path / "watch" / "r1" / "steps" / "n1.jsonl").mkdir(parents=True)
+    state = {"host": "n1", "steps": steps(0, 3, T0)}
+    try:
+        _run_watch.spill_steps(directory, state)
+    except OSError as exc:
+        assert exc.filename == f"{directory}/steps/n1.jsonl"
+    else:
+        raise AssertionError("the write into a directory went through")
