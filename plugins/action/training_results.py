@@ -15,6 +15,7 @@ ARGUMENT_SPEC = dict(
     stop_reason=dict(type="str"),
     teardown=dict(type="dict"),
     seconds=dict(type="float"),
+    fabric=dict(type="dict"),
 )
 
 
@@ -27,6 +28,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         document = document_of(args["plan"], args["verdict"], args["stop_reason"], args["teardown"], args["run_dir"])
+        if args["fabric"]:
+            document["fabric"] = args["fabric"]
         try:
             paths = write_reports(args["run_dir"], document, args["seconds"])
         except OSError as exc:

@@ -18,6 +18,7 @@ import re
 import statistics
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils._fabric_html import fabric_section
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
@@ -109,6 +110,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     parts.append(grid_section(document, shown, metric))
     parts.append(curves_section(document, shown, metric))
     parts.append(checks_section(shown))
+    parts.append(fabric_section(document.get("fabric")))
     parts.append(run_section(document, shown))
     parts.append(every_check(document))
     parts.append("</body></html>\n")

@@ -45,22 +45,15 @@ def tiny_log_disk(cluster, node: str):
         cluster.run(node, ["umount", LOG_DIR], check=False)
 
 
-@pytest.fixture(scope="module")
-def four(simcluster):
-    if len(simcluster.nodes) < 4:
-        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
-    return simcluster.nodes[:4]
-
-
-def test_each_node_fault_is_named_with_its_node_and_evidence(simcluster, four, tmp_path):
-    disk, gpus, kernel, rdma = four
+def test_each_node_fault_is_named_with_its_node_and_evidence(simcluster, four_nodes, tmp_path):
+    disk, gpus, kernel, rdma = four_nodes
     gpu_file = sim_dir(simcluster, gpus) / "gpus.json"
     kernel_log = sim_dir(simcluster, kernel) / "kernel.log"
     state = sim_dir(simcluster, rdma) / "sys" / "class" / "infiniband" / "bnxt_re1" / "ports" / "1" / "state"
     with changed(gpu_file, json.dumps({"model": "AMD Instinct MI300X", "count": 7})), \
             changed(kernel_log, kernel_log.read_text() + AMDGPU_ERROR + "\n"), \
             changed(state, "1: DOWN\n"), tiny_log_disk(simcluster, disk):
-        proc = run_train(simcluster, JAX_MULTI, tmp_path / "run", four)
+        proc = run_train(simcluster, JAX_MULTI, tmp_path / "run", four_nodes)
     out = proc.stdout
     assert proc.returncode != 0
     assert (f"{gpus} preflight FAIL gpu_count: /run/clusterval-sim/bin/amd-smi lists 7 GPUs (AMD Instinct MI300X), "
@@ -76,5 +69,5 @@ def test_each_node_fault_is_named_with_its_node_and_evidence(simcluster, four, t
     assert "the run's logs would fill the disk (ENOSPC) on this node" in out
     for node, check in ((disk, "disk"), (gpus, "gpu_count"), (kernel, "gpu_errors"), (rdma, "rdma_ports")):
         assert f"preflight failed on {node}: {check}" in out
-    assert "Launch the framework" not in out
-    assert_no_training_container(simcluster, four)
+    assert "Container | Start or replace the training container" not in out
+    assert_no_training_container(simcluster, four_nodes)
