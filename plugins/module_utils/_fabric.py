@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -363,6 +364,22 @@ def report_lines(verdict: Mapping[str, Any]) -> List[str]:
             "%s %s GB/s" % (b, gbps(v)) for b, v in pair["busbw"].items()), "" if pair["ok"] else " SLOW"))
     lines.append(verdict["msg"])
     return lines
+
+
+# ------------------------------------------------------------------ the recommendation
+def isolation_advice(reason: str, inventory: str, config: str, hosts_pattern: str,
+                     extra_vars: Optional[Mapping[str, str]] = None) -> str:
+    """What a verdict says when it cannot name the culprit (a lock-step hang, a cluster slow as a whole): run the
+    node and fabric layers alone, with pairs of nodes, on the run's hosts - the exact command, every value quoted.
+
+    For the verdict's owner to print; `reason` is the verdict's own words (why nobody is named).
+    """
+    argv = ["ansible-playbook", "-i", inventory, "clusterval.training.fabric", "-e", "training_config=%s" % config,
+            "-e", "training_hosts=%s" % hosts_pattern, "-e", "fabric_pairs=always"]
+    for key, value in sorted((extra_vars or {}).items()):
+        argv += ["-e", "%s=%s" % (key, value)]
+    return ("%s. To find the node or link, check each node and measure the fabric in pairs of nodes "
+            "(rccl-tests, minutes, no training): %s" % (reason.rstrip(". "), " ".join(shlex.quote(a) for a in argv)))
 
 
 # ------------------------------------------------------------------ running a benchmark on a node

@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import subprocess
 
 import pytest
-from test_train_e2e import JAX_MULTI, assert_no_training_container, results, run_train
+from test_train_e2e import ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, assert_no_training_container, results, run_train
+
+from ansible_collections.clusterval.training.plugins.module_utils import _fabric
 
 pytestmark = pytest.mark.cluster
 
@@ -82,3 +85,18 @@ def test_a_healthy_cluster_passes_the_gate_with_figures_in_the_results(simcluste
     assert "fabric gate PASS on 2 nodes: all nodes all_reduce_perf" in proc.stdout
     fabric = json.loads((tmp_path / "results.json").read_text())["fabric"]
     assert fabric["failed"] is False and set(fabric["all"]) == {"all_reduce_perf", "alltoall_perf"}
+
+
+def test_the_recommended_isolation_command_names_the_slowed_node(simcluster, four_nodes, tmp_path):
+    """The command a verdict recommends when it cannot name the culprit, run as printed (shlex-split)."""
+    advice = _fabric.isolation_advice("slow as a whole", str(simcluster.inventory), str(REPO / JAX_MULTI),
+                                      ":".join(four_nodes))
+    argv = shlex.split(advice.split("no training): ", 1)[1])
+    argv[0] = ANSIBLE_PLAYBOOK
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    with throttled(simcluster, four_nodes[1]):
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    assert f"fabric gate FAIL: {four_nodes[1]} is slow in every pair while its partners are fast" in proc.stdout
+    for node in four_nodes:
+        assert benchmark_processes(simcluster, node) == []

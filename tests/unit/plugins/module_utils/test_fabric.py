@@ -168,3 +168,12 @@ def test_the_report_carries_the_fabric_section():
     verdict = _fabric.judge(HOSTS, slow_node3(), BENCH, {"ratio": 0.5})
     page = html_report({"run_id": "r", "verdict": "FAIL", "checks": [], "fabric": verdict})
     assert '<section id="fabric">' in page
+
+
+def test_the_isolation_advice_is_one_exact_quoted_command():
+    advice = _fabric.isolation_advice("the ranks hang in lock-step: no node singled out.", "inv/my cluster.yml",
+                                      "configs/jax/a.json", "training_nodes", {"training_gpu_arch": "mi300x"})
+    assert advice == ("the ranks hang in lock-step: no node singled out. To find the node or link, check each node "
+                      "and measure the fabric in pairs of nodes (rccl-tests, minutes, no training): ansible-playbook "
+                      "-i 'inv/my cluster.yml' clusterval.training.fabric -e training_config=configs/jax/a.json "
+                      "-e training_hosts=training_nodes -e fabric_pairs=always -e training_gpu_arch=mi300x")
