@@ -235,8 +235,8 @@ def judge_alone(hosts: Sequence[str], results: Mapping[Tuple[str, str], Any], be
     for host, (value, why) in figures.items():
         verdict["alone"].setdefault(host, {})[bench] = value
         if why or (value is not None and value < limit):
-            finding(verdict, "node", host, "%s alone: %s" % (host, why or "%s busbw %s GB/s, below %s"
-                                                            % (bench, gbps(value), basis)))
+            evidence = why or "%s busbw %s GB/s, below %s" % (bench, gbps(value), basis)
+            finding(verdict, "node", host, "%s alone: %s" % (host, evidence))
 
 
 def judge_all(results: Mapping[Tuple[str, str], Any], bench: str, expect: Mapping[str, Any], ratio: float,
