@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from real_logs import REPO, repo_excerpts
@@ -177,3 +178,28 @@ def test_the_isolation_advice_is_one_exact_quoted_command():
                       "and measure the fabric in pairs of nodes (rccl-tests, minutes, no training): ansible-playbook "
                       "-i 'inv/my cluster.yml' clusterval.training.fabric -e training_config=configs/jax/a.json "
                       "-e training_hosts=training_nodes -e fabric_pairs=always -e training_gpu_arch=mi300x")
+
+
+def test_a_benchmark_is_run_and_its_real_output_parsed(tmp_path):
+    output = tmp_path / "out.txt"
+    output.write_text(REAL["RT-02"])
+    result = _fabric.run_benchmark(["cat", str(output)], {}, 10, "all_reduce_perf")
+    assert (result["rc"], result["timed_out"], result["busbw"], result["avg_busbw"]) == (0, False, 360.98, 142.652)
+    assert result["tail"][-1] == "# Collective test concluded: all_reduce_perf"
+
+
+def test_a_benchmark_past_its_timeout_is_killed_with_its_children(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    script = "sleep 30 & echo $! > %s; wait" % pid_file
+    result = _fabric.run_benchmark(["sh", "-c", script], {}, 0.5, "all_reduce_perf")
+    assert result["timed_out"] is True and result["busbw"] is None
+    child = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        for dummy in range(50):  # the killed child is reaped by init within moments
+            os.kill(child, 0)
+            time.sleep(0.1)
+
+
+def test_a_missing_benchmark_is_a_result_not_a_crash():
+    result = _fabric.run_benchmark(["/nonexistent/all_reduce_perf"], {}, 5, "all_reduce_perf")
+    assert result["rc"] is None and result["busbw"] is None and "/nonexistent/all_reduce_perf" in result["tail"][0]
