@@ -53,7 +53,8 @@ def test_each_node_fault_is_named_with_its_node_and_evidence(simcluster, four_no
     with changed(gpu_file, json.dumps({"model": "AMD Instinct MI300X", "count": 7})), \
             changed(kernel_log, kernel_log.read_text() + AMDGPU_ERROR + "\n"), \
             changed(state, "1: DOWN\n"), tiny_log_disk(simcluster, disk):
-        proc = run_train(simcluster, JAX_MULTI, tmp_path / "run", four_nodes)
+        proc = run_train(simcluster, JAX_MULTI, tmp_path / "run", four_nodes, more_vars={"preflight_gpu_tools": [
+            {"path": "/run/clusterval-sim/bin/amd-smi", "args": ["static", "--asic"]}]})
     out = proc.stdout
     assert proc.returncode != 0
     assert (f"{gpus} preflight FAIL gpu_count: /run/clusterval-sim/bin/amd-smi lists 7 GPUs (AMD Instinct MI300X), "
