@@ -165,6 +165,8 @@ def figure(result: Mapping[str, Any], benchmark: str) -> Tuple[Optional[float], 
     bench = (result.get("benchmarks") or {}).get(benchmark) or {}
     if not bench:
         return None, "no result"
+    if bench.get("skipped"):
+        return None, "not run: %s" % bench["skipped"]
     if bench.get("timed_out"):
         return None, "timed out after %ss" % bench.get("seconds")
     busbw = bench.get("busbw")

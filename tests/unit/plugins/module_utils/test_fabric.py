@@ -203,3 +203,9 @@ def test_a_benchmark_past_its_timeout_is_killed_with_its_children(tmp_path):
 def test_a_missing_benchmark_is_a_result_not_a_crash():
     result = _fabric.run_benchmark(["/nonexistent/all_reduce_perf"], {}, 5, "all_reduce_perf")
     assert result["rc"] is None and result["busbw"] is None and "/nonexistent/all_reduce_perf" in result["tail"][0]
+
+
+def test_a_benchmark_skipped_after_a_timeout_is_a_failure_with_the_reason():
+    skipped = {"round": "all", "group": {"name": "all", "hosts": HOSTS}, "rank": 0, "seconds": 40.0,
+               "benchmarks": {"alltoall_perf": {"skipped": "all_reduce_perf timed out first"}}}
+    assert _fabric.figure(skipped, "alltoall_perf") == (None, "not run: all_reduce_perf timed out first")
