@@ -1,19 +1,22 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Controller-side verdict: checks every node against the plan, fails with one line per failed check."""
+"""Controller-side verdict: checks every node against the plan, fails with one line per failed check.
+
+The nodes' states and the run's one decision of the culprit are read from the watch's own files
+(``_run_watch.conclude``), unless ``nodes`` is given (a log judged without a watch)."""
 from __future__ import annotations
 
 from typing import Any, Dict
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils import _baseline
+from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
 from ansible_collections.clusterval.training.plugins.module_utils._verdict import verdict
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
-    nodes=dict(type="dict", required=True),
+    nodes=dict(type="dict"),
     run_dir=dict(type="path"),
     straggler_pct=dict(type="float", default=10.0),
     warmup_steps=dict(type="int"),
@@ -42,11 +45,17 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        problems = bad_node_entries(args["nodes"])
+        plan, nodes, analysis = args["plan"], args["nodes"], None
+        if nodes is None:
+            if not args["run_dir"]:
+                result.update(failed=True, msg="training_assert: give nodes, or run_dir with the watch's files")
+                return result
+            concluded = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), list(plan["nodes"]))
+            nodes, analysis = concluded.pop("states"), concluded
+        problems = bad_node_entries(nodes)
         if problems:
             result.update(failed=True, msg="; ".join(problems))
             return result
-        plan, nodes = args["plan"], args["nodes"]
         if args["baseline"]:
             try:
                 plan = _baseline.apply(plan, _baseline.load(args["baseline"]), args["baseline"],
@@ -54,7 +63,8 @@ class ActionModule(ActionBase):
             except _baseline.BaselineError as exc:
                 result.update(failed=True, msg=str(exc))
                 return result
-        outcome = verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"], args["require_thresholds"])
+        outcome = verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"], args["require_thresholds"],
+                          analysis)
         info = run_info(plan)
         result.update(outcome)
         result.update(info)

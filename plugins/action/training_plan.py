@@ -10,7 +10,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
+from ansible_collections.clusterval.training.plugins.module_utils._config import (
+    check_overrides,
+    load_config_file,
+    merge_overrides,
+)
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
@@ -18,6 +22,11 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     compact_plan,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
+
+# The collection's root (plugins/action/ is two levels below it): its configs/ are the fallback of a
+# relative training_config.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ARGUMENT_SPEC = {
     "config": {"type": "path", "required": True},
@@ -26,7 +35,9 @@ ARGUMENT_SPEC = {
     "gpu_arch": {"type": "str"},
     "mode": {"type": "str", "choices": ["single_node", "multi_node"]},
     "framework": {"type": "str", "choices": ["maxtext", "megatron"]},
-    "overrides": {"type": "dict", "default": {}},
+    # raw: a list or a string gets our own message naming the variable, not the argument spec's
+    "overrides": {"type": "raw", "default": {}},
+    "overrides_extra": {"type": "raw", "default": {}},
     "iterations": {"type": "int"},
     "run_id": {"type": "str"},
     "remote_user": {"type": "str"},
@@ -46,6 +57,8 @@ def plan_result(plan, runs_dir=None):
         "plan": plan,
         "run_dir": os.path.join(os.path.abspath(runs_dir or os.path.join(os.getcwd(), "runs")), plan["run_id"]),
         "ansible_facts": {"training_plan": plan},
+        # The ansible-playbook process (this worker's parent): the watch stops renewing the lease without it.
+        "controller_pid": os.getppid(),
         "msg": "planned %s on %d host(s) in %d job(s), %s form" % (
             plan["framework"], len(plan["nodes"]), len(plan["jobs"]), plan["form"]),
     }
@@ -64,10 +77,16 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("training_plan: " + "; ".join(validation.error_messages))
         args = validation.validated_parameters
         hosts = self._hosts(args, task_vars)
-        config_path = self._config_path(args["config"])
+        try:
+            config_path, found_in = self._config_path(args["config"])
+            overrides = merge_overrides(check_overrides(args["overrides"], "training_overrides"),
+                                        check_overrides(args["overrides_extra"], "training_overrides_extra"))
+        except ConfigError as exc:
+            result.update(failed=True, msg=exc.message, problems=[problem._asdict() for problem in exc.problems])
+            return result
         options = PlanOptions(
             config_path=config_path, model=args["model"], gpu_arch=args["gpu_arch"], mode=args["mode"],
-            framework=args["framework"], overrides=args["overrides"], iterations=args["iterations"],
+            framework=args["framework"], overrides=overrides, iterations=args["iterations"],
             run_id=args["run_id"], remote_user=args["remote_user"] or self._remote_user(hosts, task_vars),
             warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"], sweep=args["sweep"],
             hf_token_handed=args["hf_token_handed"])
@@ -75,28 +94,22 @@ class ActionModule(ActionBase):
             plan = plan_run(load_config_file(config_path), hosts, options)
             if args["compact"]:
                 plan = compact_plan(plan)
+            plan["config_found_in"] = found_in
         except ConfigError as exc:
-            prefix = "" if exc.path == config_path else "training config %s: " % config_path
+            prefix = "" if exc.path == config_path else "training config %s (%s): " % (config_path, found_in)
             result.update(failed=True, msg=prefix + exc.message,
                           problems=[problem._asdict() for problem in exc.problems])
             return result
         for warning in plan["warnings"]:
             self._display.warning(warning)
         result.update(plan_result(plan, args["runs_dir"]))
+        result["msg"] = "%s; training config %s (%s)" % (result["msg"], config_path, found_in)
         return result
 
     def _config_path(self, path):
-        if os.path.isabs(path):
-            return path
-        candidates = []
+        """The config file and where it was found (config_candidates)."""
         basedir = self._loader.get_basedir() if self._loader else None
-        if basedir:
-            candidates.append(os.path.join(basedir, path))
-        candidates.append(os.path.abspath(path))
-        for candidate in candidates:
-            if os.path.isfile(candidate):
-                return os.path.abspath(candidate)
-        return os.path.abspath(path)
+        return config_file(path, os.getcwd(), basedir, COLLECTION_ROOT)
 
     def _hosts(self, args, task_vars):
         names = args["hosts"]

@@ -7,31 +7,22 @@ import os
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.clusterval.training.plugins.module_utils import _launch, _watch
-from ansible_collections.clusterval.training.plugins.module_utils._plan import MEGATRON, node_view
+from ansible_collections.clusterval.training.plugins.module_utils import _run_ship
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 
-MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_launch.__file__))
+MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_run_ship.__file__))
 
 
 def supervisor(plan, host, settings):
     try:
-        node = node_view(plan, host)
-        extra = dict(_watch.megatron_sizes(node)) if plan.get("framework") == MEGATRON else {}
-        if plan.get("warmup_steps") is not None:
-            extra["warmup_steps"] = plan["warmup_steps"]
-        config = _launch.supervisor_config(node, plan, dict(settings, parse_extra=extra))
-        files = _launch.supervisor_files(MODULE_UTILS_DIR, node["run_dir"], config)
+        return _run_ship.node_shipment(plan, node_view(plan, host), settings, MODULE_UTILS_DIR)
     except (KeyError, TypeError, ValueError, OSError) as exc:
         raise AnsibleFilterError("supervisor: %s: %s" % (host, exc)) from None
-    status = config["status_dir"]
-    directories = sorted({os.path.dirname(f["path"]) for f in files})
-    return {"files": files, "directories": directories, "command": _launch.supervised_command(node["run_dir"]), "status_dir": status,
-            "volume": "%s:%s" % (status, status), "config": config}
 
 
 def status_dir(plan):
     try:
-        return _launch.status_dir(plan["data_cache_dir"], plan["run_id"])
+        return _run_ship.status_dir(plan["data_cache_dir"], plan["run_id"])
     except (KeyError, TypeError, AttributeError) as exc:
         raise AnsibleFilterError("status_dir: the plan has no %s" % exc) from None
 

@@ -9,7 +9,7 @@ import shutil
 from typing import Any, Dict, List, Mapping, Optional
 from urllib.parse import quote
 
-from ansible_collections.clusterval.training.plugins.module_utils import _launch, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _run_node, _run_ship, _runlock
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
 
 DOCKER_TIMEOUT_S = 30.0
@@ -68,8 +68,20 @@ def remove_tree(path: str, dry_run: bool) -> bool:
     return True
 
 
+def mark_taken_over(runs: Mapping[str, Mapping[str, str]], by: Mapping[str, Any]) -> None:
+    """Tell the watch of each run taken over which run took it, before its containers go: its next poll
+    reads this instead of blaming a node for the containers that vanish."""
+    for rid, where in runs.items():
+        status = _run_ship.status_dir(where["data_cache_dir"], rid) if where.get("data_cache_dir") else ""
+        if status and os.path.isdir(status):
+            try:
+                _atomic.write_json(os.path.join(status, _run_node.TAKEOVER_FILE), dict(by))
+            except OSError:
+                pass
+
+
 def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: bool,
-                    keep_lock: bool = False, node: str = "") -> List[str]:
+                    keep_lock: bool = False, node: str = "", keep_status: bool = False) -> List[str]:
     """Remove the run's lease, the HF token copy the controller handed over, its lock (when it holds it,
     unless `keep_lock`), its preflight marker and its status directory on the shared cache (a later run of
     the same id never reads its records); what was removed."""
@@ -77,24 +89,28 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
     if run_dir:
         if remove_file(_runlock.lease_path(run_dir), dry_run):
             removed.append("lease %s" % _runlock.lease_path(run_dir))
-        if remove_file(_launch.handed_token_path(run_dir), dry_run):
-            removed.append("HF token copy %s" % _launch.handed_token_path(run_dir))
+        if remove_file(_run_ship.handed_token_path(run_dir), dry_run):
+            removed.append("HF token copy %s" % _run_ship.handed_token_path(run_dir))
         lock = _runlock.lock_path(run_dir)
         held = _runlock.read_lock(lock)
         if not keep_lock and held is not None and held.get("run_id") == run_id and remove_file(lock, dry_run):
             removed.append("lock %s" % lock)
     if data_cache_dir and remove_file(_runlock.marker_path(data_cache_dir, run_id), dry_run):
         removed.append("preflight marker %s" % _runlock.marker_path(data_cache_dir, run_id))
-    if data_cache_dir and remove_tree(_launch.status_dir(data_cache_dir, run_id), dry_run):
-        removed.append("status directory %s" % _launch.status_dir(data_cache_dir, run_id))
+    if data_cache_dir and not keep_status and remove_tree(_run_ship.status_dir(data_cache_dir, run_id), dry_run):
+        removed.append("status directory %s" % _run_ship.status_dir(data_cache_dir, run_id))
     if node and not keep_lock and not dry_run:
         _runlock.forget_run(run_id, node)
     return removed
 
 
 def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
-            dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "") -> Dict[str, Any]:
+            dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "",
+            taken_over_by: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Remove every labelled container (or `run_id`'s) and the files of their runs.
+
+    ``taken_over_by`` (the run taking the node over): each run removed is told so first, in its status
+    directory, which stays for its own watch to read (its own teardown removes it).
 
     Returns {removed[], containers[], runs[], error}; `error` (the daemon could not be reached or
     refused a removal) is None when all went well. The run's lease and marker are removed even then
@@ -105,6 +121,8 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
     try:
         path = socket_of(docker_host)
         containers = _runlock.list_labelled(path, run_id)
+        if taken_over_by and not dry_run:
+            mark_taken_over(runs_to_clear(containers, run_id, run_dir, data_cache_dir, node), taken_over_by)
         for container in containers:
             if not dry_run:
                 remove_container(path, container["id"], timeout)
@@ -115,7 +133,7 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
     for rid, where in sorted(runs.items()):
         # Containers that may still run keep the node locked: the next run is refused, not mixed in.
         removed.extend(clear_run_files(rid, where["run_dir"], where["data_cache_dir"], dry_run,
-                                       keep_lock=error is not None, node=node))
+                                       keep_lock=error is not None, node=node, keep_status=bool(taken_over_by)))
     return {"removed": removed, "containers": [c["name"] for c in containers], "runs": sorted(runs), "error": error}
 
 

@@ -25,6 +25,16 @@ MODES = ("single_node", "multi_node")
 
 _TRUE = frozenset(("true", "yes", "on", "1"))
 _FALSE = frozenset(("false", "no", "off", "0"))
+# Keys that hold a boolean wherever they appear (the engine's, the suite's versioned format's, and MaxText's
+# boolean settings the configs carry). XLA's boolean flags are checked by the flag catalogue (_xla.py).
+BOOLEAN_KEYS = frozenset((
+    "distributed_training", "distributed", "enable_checkpointing", "mock_data", "enforce_thresholds", "privileged",
+    "verify_dmesg", "verify_network_errors", "use_generated_config", "enabled", "enforce", "delete_ckpt_dir",
+    "async_checkpointing", "checkpoint_is_quantized", "compile", "enable_async_tensor_parallel", "enable_dropout",
+    "enable_float8", "enable_goodput_recording", "logits_dot_in_fp32", "logits_via_embedding", "megablox",
+    "monitor_goodput", "optimizer_memory_host_offload", "packing", "quantize_kvcache", "scan_layers", "shardy",
+    "sparse_matmul", "use_iota_embed", "precompute_float8_dynamic_scale_for_fsdp", "recompute", "fsdp",
+))
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 _FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?(?:[eE][+-]?[0-9]+)?$")
 
@@ -106,9 +116,10 @@ def refuse_unsupported_format(data: Mapping[str, Any]) -> None:
 
 
 def type_name(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             int: "an integer", float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
+    """What a value is, in words; subclasses (Ansible's tagged lists and strings) as their base type."""
+    names = ((bool, "a boolean"), (dict, "an object"), (list, "a list"), (tuple, "a list"), (str, "a string"),
+             (int, "an integer"), (float, "a number"), (type(None), "null"))
+    return next((name for kind, name in names if isinstance(value, kind)), type(value).__name__)
 
 
 def is_documentation_key(key: Any) -> bool:
@@ -170,6 +181,58 @@ def walk(value: Any, path: str) -> Iterator[Tuple[str, Any]]:
             yield from walk(item, join_path(path, index))
     else:
         yield path, value
+
+
+def refuse_non_booleans(data: Any, path: str = "") -> None:
+    """Every boolean key (BOOLEAN_KEYS) anywhere in the document holds true/false (or the strings the
+    configs use for them, "True", "0", ...): ``distributed_training: "maybe"`` is refused by its path."""
+    problems = [Problem(found, "a boolean (true/false)", show(value)) for found, value in boolean_values(data, path)
+                if not is_boolean(value)]
+    if problems:
+        raise ConfigError.many(problems)
+
+
+def boolean_values(value: Any, path: str) -> Iterator[Tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if is_documentation_key(key):
+                continue
+            if key in BOOLEAN_KEYS and not isinstance(item, (dict, list)) and item is not None and not is_unset(item):
+                yield join_path(path, key), item
+            yield from boolean_values(item, join_path(path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from boolean_values(item, join_path(path, index))
+
+
+def is_boolean(value: Any) -> bool:
+    try:
+        to_bool(value, "")
+    except ConfigError:
+        return False
+    return True
+
+
+def check_overrides(value: Any, name: str) -> Dict[str, Any]:
+    """``training_overrides`` (or ``_extra``) as an object in the config's shape, or our own message."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        return value
+    hint = " (pass it as JSON: -e '{\"%s\": {\"config\": {...}}}')" % name if isinstance(value, str) else ""
+    raise ConfigError(name, "an object in the config's shape, such as {\"config\": {\"nccl_socket_ifname\": "
+                      "\"eth0\"}}%s" % hint, type_name(value))
+
+
+def merge_overrides(base: Mapping[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """``extra`` deep-merged over ``base``; a ``null`` stays (it removes the config's key later)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_overrides(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 def deep_merge(base: Any, overrides: Any, path: str = "overrides") -> Any:

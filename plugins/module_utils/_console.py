@@ -168,7 +168,18 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         listed = {group.metric for group in shown.not_judged}
         lines.extend(fits("  %s: %s" % (u.get("metric"), u.get("reason") or "no threshold"), width)
                      for u in shown.unjudged if u.get("metric") not in listed)
+    lines.extend(cell_lines(document, width))
     return lines
+
+
+def cell_lines(document: Mapping[str, Any], width: int) -> List[str]:
+    """The threshold cell that judged the run, when its name states other settings than the run has."""
+    cell = document.get("threshold_file")
+    differences = (cell or {}).get("differences_text") if isinstance(cell, dict) else None
+    if not differences:
+        return []
+    return [fits("threshold cell %s is for another run:" % cell.get("cell"), width)] + \
+        [fits("  " + str(line), width) for line in differences]
 
 
 def culprit_lines(shown: View, width: int) -> List[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import pwd
-import tempfile
 from typing import List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 
 Ownership = Optional[Tuple[int, int]]
 
@@ -37,7 +38,7 @@ def ensure_file(path: str, content: str, mode: int, owner: Ownership, check_mode
     data = content.encode("utf-8")
     if read_bytes(path) != data:
         if not check_mode:
-            write_atomically(path, data, mode, owner)
+            _atomic.write_bytes(path, data, mode, owner)
         return True
     return fix_attributes(path, mode, owner, check_mode)
 
@@ -48,22 +49,6 @@ def read_bytes(path: str) -> Optional[bytes]:
             return handle.read()
     except OSError:
         return None
-
-
-def write_atomically(path: str, data: bytes, mode: int, owner: Ownership) -> None:
-    directory = os.path.dirname(path) or "."
-    descriptor, temporary = tempfile.mkstemp(prefix=".clusterval-", dir=directory)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.chmod(temporary, mode)
-        if owner is not None:
-            os.chown(temporary, *owner)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def fix_attributes(path: str, mode: int, owner: Ownership, check_mode: bool) -> bool:

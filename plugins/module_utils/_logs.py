@@ -20,7 +20,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils._metrics import SteadyMeans
+from ansible_collections.clusterval.training.plugins.module_utils._steady import SteadyMeans
 from ansible_collections.clusterval.training.plugins.module_utils._failures import (
     ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_advisories, compile_user_patterns, is_consequence,
     signature_matches)

@@ -3,13 +3,19 @@
 """MaxText (JAX): typed YAML config, model checks, parallelism checks and the launch line."""
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+
+try:  # PyYAML comes with ansible-core; this module runs on the controller only (the plan), never on a node
+    import yaml
+    YAML_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - ansible-core requires PyYAML
+    yaml = None
+    YAML_IMPORT_ERROR = str(exc)
 from ansible_collections.clusterval.training.plugins.module_utils._models import (
     MODELS, canonical, contradicting_maxtext_keys, model_with_maxtext_dims)
 
@@ -106,49 +112,34 @@ def _check_axes(params: Mapping[str, Any], pattern: "re.Pattern[str]", total: in
         raise ConfigError(path, "a product of %s equal to the %d %s" % (", ".join(sizes), total, what), shown)
 
 
-# -- YAML rendering (no YAML library on the nodes; flat keys, flow lists, quoted strings) --------
+# -- YAML rendering (on the controller, with PyYAML; the nodes receive the finished file) -------------
 
-def yaml_scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _yaml_float(value)
-    if value is None:
-        return "null"
-    return json.dumps(str(value))
+class FlowList(list):
+    """A list written in flow style (``[silu, linear]``), as MaxText's own configs write them."""
 
 
-def _yaml_float(value: float) -> str:
-    if math.isnan(value):
-        return ".nan"
-    if math.isinf(value):
-        return ".inf" if value > 0 else "-.inf"
-    text = repr(value)
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    if "." not in mantissa:
-        mantissa += ".0"
-    if exponent[0] not in "+-":
-        exponent = "+" + exponent
-    return "%se%s" % (mantissa, exponent)
+if yaml is not None:
+    class MaxTextDumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        """PyYAML's safe dumper; block mappings, flow lists."""
+
+    MaxTextDumper.add_representer(
+        FlowList, lambda dumper, data: dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True))
 
 
 def render_yaml(values: Mapping[str, Any]) -> str:
-    lines = []
+    """MaxText's flat config as YAML 1.1 (PyYAML, which MaxText reads it with): typed scalars, lists in flow
+    style, keys in the given order."""
     for key, value in values.items():
         if not _YAML_KEY.match(key):
             raise ConfigError(key, "a MaxText key (letters, digits, _)", show(key))
-        if isinstance(value, (list, tuple)):
-            rendered = "[%s]" % ", ".join(yaml_scalar(item) for item in value)
-        elif isinstance(value, dict):
+        if isinstance(value, dict):
             raise ConfigError(key, "a scalar or a list for MaxText", "an object")
-        else:
-            rendered = yaml_scalar(value)
-        lines.append("%s: %s" % (key, rendered))
-    return "\n".join(lines) + "\n"
+    if yaml is None:
+        raise RuntimeError("PyYAML is needed on the controller to write MaxText's config (it comes with "
+                           "ansible-core): %s" % YAML_IMPORT_ERROR)
+    plain = {key: FlowList(value) if isinstance(value, (list, tuple)) else value for key, value in values.items()}
+    return yaml.dump(plain, Dumper=MaxTextDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                     width=100000)
 
 
 def build_yaml(run_name: str, steps: int, enable_checkpointing: bool, model_name: Optional[str],

@@ -12,14 +12,11 @@ from ansible_collections.clusterval.training.plugins.module_utils._metricdefs im
     THROUGHPUT_PREFERENCE,
     direction_of,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import default_warmup, stack_of
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import default_warmup
+from ansible_collections.clusterval.training.plugins.module_utils._steady import is_finite_number
 
 THRESHOLD_KINDS = ("min", "max", "within", "min_ratio", "info")
 SERIES_METRICS = ("loss",) + THROUGHPUT_PREFERENCE
-
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def steady_steps(steps: Sequence[Dict[str, Any]], warmup_steps: int) -> List[Dict[str, Any]]:
@@ -48,52 +45,6 @@ def aggregate(steps: Sequence[Dict[str, Any]], metric: str) -> Optional[Dict[str
         "max": max(values), "p5": percentile(values, 5), "count": len(values),
         "first_step": points[0][0], "last_step": points[-1][0],
     }
-
-
-class SteadyMeans:
-    """Running steady-state means of the result_dict metrics, in constant memory.
-
-    Steps are fed in log order; the first ``warmup`` distinct step numbers are skipped.
-    """
-
-    def __init__(self, framework: Optional[str], warmup_steps: Optional[int] = None) -> None:
-        self.framework = framework
-        self.warmup = warmup_steps
-        self.seen: List[int] = []
-        self.sums: Dict[str, List[float]] = {}
-
-    def add(self, step: Dict[str, Any]) -> None:
-        if self.framework is None:
-            return
-        warmup = default_warmup(self.framework) if self.warmup is None else self.warmup
-        if len(self.seen) < warmup:
-            if step["step"] not in self.seen:
-                self.seen.append(step["step"])
-            return
-        if step["step"] in self.seen:
-            return
-        stack = stack_of(self.framework)
-        for metric in stack.summary_metrics if stack else ():
-            if is_finite_number(step.get(metric)):
-                total = self.sums.setdefault(metric, [0.0, 0])
-                total[0] += step[metric]
-                total[1] += 1
-
-    def means(self, script_summary: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-        """Means keyed like ``result_dict``; the training script's own summary fills gaps."""
-        summary = {metric: total[0] / total[1] for metric, total in self.sums.items()}
-        for metric, value in (script_summary or {}).items():
-            summary.setdefault(metric, value)
-        return summary
-
-
-def summarize(steps: Sequence[Dict[str, Any]], framework: Optional[str], warmup_steps: Optional[int] = None,
-              script_summary: Optional[Dict[str, float]] = None) -> Dict[str, float]:
-    """Steady means keyed like ``result_dict`` of a list of steps."""
-    means = SteadyMeans(framework, warmup_steps)
-    for step in sorted(steps, key=lambda s: s["step"]):
-        means.add(step)
-    return means.means(script_summary)
 
 
 def loss_slope(points: Sequence[Tuple[float, float]]) -> float:
@@ -311,13 +262,25 @@ def downsample(points: List[List[float]], limit: int) -> List[List[float]]:
 
 def node_series(steps: Sequence[Dict[str, Any]], steady: Sequence[Dict[str, Any]],
                 limit: int) -> Dict[str, List[List[float]]]:
-    """Loss over every step; throughput after warm-up only (step 1 can be absurdly fast)."""
+    """Loss over every step; throughput and step time (``seconds``) after warm-up only (step 1 can be absurdly
+    fast, step 0 compiles); ``elapsed``: seconds since the first step began, summed over every step, for the
+    report's wall-clock axis."""
     series: Dict[str, List[List[float]]] = {}
-    for metric in SERIES_METRICS:
+    for metric in SERIES_METRICS + ("seconds",):
         source = steps if metric == "loss" else steady
         points = [[s["step"], s[metric]] for s in source if isinstance(s.get(metric), (int, float))]
         if points:
             series[metric] = downsample(points, limit)
+    elapsed = 0.0
+    clock = []
+    for step in steps:
+        seconds = step.get("seconds")
+        if not is_finite_number(seconds) or seconds < 0:
+            break
+        elapsed += seconds
+        clock.append([step["step"], round(elapsed, 3)])
+    if clock:
+        series["elapsed"] = downsample(clock, limit)
     return series
 
 
@@ -384,7 +347,7 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
     throughput_means: Dict[str, float] = {}
     summaries: Dict[str, Any] = {}
     series: Dict[str, Any] = {}
-    limit = max(10, min(MAX_POINTS_PER_CURVE, SERIES_POINT_BUDGET // max(1, 3 * len(nodes))))
+    limit = max(10, min(MAX_POINTS_PER_CURVE, SERIES_POINT_BUDGET // max(1, 5 * len(nodes))))
     if not nodes:
         checks.append(make_check("cluster", "nodes", "fail", None, "at least one node", 0, "no node results to judge"))
     for node in sorted(nodes):

@@ -24,6 +24,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._config import
     find_changeme,
     is_documentation_key,
     is_unset,
+    refuse_non_booleans,
     resolve_user,
     select_model_params,
     to_bool,
@@ -41,13 +42,14 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._launch import (
+from ansible_collections.clusterval.training.plugins.module_utils._run_ship import (
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
-from ansible_collections.clusterval.training.plugins.module_utils._versioned import Versioned, is_versioned, origin, to_engine
+from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
+    Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
 from ansible_collections.clusterval.training.plugins.module_utils._xla import render_flag_sources
 
 FRAMEWORKS = PLANNED
@@ -175,7 +177,11 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
     if not is_versioned(raw_config):
         return plan_document(raw_config, hosts, with_gpus(options, None), None)
     validate_sections(raw_config)
-    versioned = to_engine(raw_config, options.sweep)
+    written, engine = split_overrides(raw_config, options.overrides)
+    options = dataclasses.replace(options, overrides=engine)
+    as_written = deep_merge(raw_config, written)
+    refuse_non_booleans(as_written)
+    versioned = cell_as_written(raw_config, to_engine(as_written, options.sweep))
     try:
         plan = plan_document(versioned.document, hosts, with_gpus(options, versioned.gpus_per_node), versioned)
     except ConfigError as exc:
@@ -183,6 +189,23 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
                                for p in exc.problems) from None
     plan["warnings"] = versioned.warnings + [written_paths(w, versioned) for w in plan["warnings"]]
     return plan
+
+
+def split_overrides(raw_config: Mapping[str, Any], overrides: Any) -> Tuple[Dict[str, Any], Any]:
+    """A versioned config's overrides: at the paths the config has (``training.nccl.ib_hca_list``, which
+    errors name) merged over the config as written; at the engine's paths (``config.nccl_ib_hca_list``,
+    ``model_params.multi_node...``) over the engine's document."""
+    if not isinstance(overrides, dict):
+        return {}, overrides
+    written: Dict[str, Any] = {}
+    engine: Dict[str, Any] = {}
+    for key, value in overrides.items():
+        in_engine_shape = key == "model_params" and isinstance(value, dict) and \
+            bool(set(value) & {"single_node", "multi_node"})
+        # config: the engine's settings, a superset of the Megatron-LM format's own config section
+        target = written if key in raw_config and key != "config" and not in_engine_shape else engine
+        target[key] = value
+    return written, engine
 
 
 def with_gpus(options: PlanOptions, configured: Optional[int]) -> PlanOptions:
@@ -275,6 +298,7 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     validate_sections(raw_config)
     merged = deep_merge(raw_config, options.overrides)
     validate_sections(merged)
+    refuse_non_booleans(merged)
     framework = detect_framework(merged, options.framework)
     if options.iterations is not None:
         steps = to_int(options.iterations, "iterations", minimum=1)
@@ -480,7 +504,7 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
     if ctx.versioned is None:
         return {"thresholds": thresholds(ctx)}
     versioned = ctx.versioned
-    labels = dict(versioned.sweep_labels, NNODES=nnodes, STEPS=ctx.total_steps)
+    labels = dict(run_labels(ctx.framework, ctx.params), NNODES=nnodes, STEPS=ctx.total_steps)
     if ctx.framework == MAXTEXT:
         batch = _maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
         labels["GBS"] = batch * nnodes * ctx.options.gpus_per_node if isinstance(batch, (int, float)) else None
@@ -490,16 +514,18 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
         ctx.warnings.append("threshold_json: no threshold file beside the config; the metrics are reported, "
                             "not judged")
         return dict(source, thresholds=[], threshold_file=None)
-    choice = _threshold_file.choose(_threshold_file.load(path), labels, versioned.sweep, versioned.enforce_thresholds,
+    choice = _threshold_file.choose(_threshold_file.load(path), labels, versioned.cell, versioned.enforce_thresholds,
                                     os.path.basename(path))
-    if choice.name is None:
+    if choice.name is None or choice.differences:
         ctx.warnings.append(choice.note)
     for threshold in choice.thresholds:
         if threshold["metric"] == "scaling_efficiency_pct" and versioned.scaling_baseline is None:
             threshold.update(set=False, unset_reason="no scaling baseline (scaling_baseline.tokens_per_sec_total "
                                                      "is 0 or missing)")
     return dict(source, thresholds=choice.thresholds,
-                threshold_file={"path": path, "cell": choice.name, "note": choice.note})
+                threshold_file={"path": path, "cell": choice.name, "note": choice.note,
+                                "differences": choice.differences,
+                                "differences_text": [_threshold_file.difference_text(d) for d in choice.differences]})
 
 
 def thresholds(ctx: Context) -> List[Dict[str, Any]]:
@@ -621,10 +647,11 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     else:
         framework = megatron_parts(ctx, data_cache_dir)
     env.update(framework["env"])
+    if ctx.selection.mode == "single_node":
+        # the suite's single-node defaults, exported before the config's own: a value the config sets wins
+        env.update(SINGLE_NODE_NCCL)
     env.update(env_vars(ctx))
     env.update(env_dict(ctx))
-    if ctx.selection.mode == "single_node":
-        env.update(SINGLE_NODE_NCCL)
     container = container_parts(ctx)
     directories = unique([ctx.run_dir, absolute_path(ctx.config, "log_dir"), data_cache_dir]
                          + framework["directories"] + output_mounts(ctx, framework["workdir"]))

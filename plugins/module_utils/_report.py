@@ -14,13 +14,14 @@ import os
 import re
 import socket
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    FAIL, NOT_JUDGED, View, headline, view)
+    CheckGroup, View, check_label, headline, view)
 
 __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "results_document", "results_json",
            "strict_json", "write_reports"]
@@ -28,7 +29,7 @@ __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "html_report", "junit_xml", "resul
 # The results.json layout this code writes (docs/results.md). Raise it when a key changes meaning or goes.
 SCHEMA_VERSION = 1
 # The keys of results.json, in the order docs/results.md describes them.
-DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "consequences", "failures", "checks", "judged",
+DOCUMENT_KEYS = ("schema_version", "verdict", "headline", "culprit", "run_cause", "consequences", "failures", "checks", "judged",
                  "unjudged", "baseline", "effective_model", "summary", "series", "simulated", "run_id", "config_name",
                  "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
                  "straggler_pct", "run_dir", "generated_at", "teardown")
@@ -89,13 +90,145 @@ def compact_json(value: Any) -> str:
 
 # -- JUnit ---------------------------------------------------------------------------------------------
 
-def junit_order(document: Mapping[str, Any], shown: View) -> List[Dict[str, Any]]:
-    """Every check once: the culprit's first, then the other failures, the consequences, then the rest."""
-    lead = list(shown.culprit_checks)
-    for group in shown.failed + shown.consequential:
-        lead.extend(group.checks)
-    seen = {id(c) for c in lead}
-    return lead + [c for c in document.get("checks") or [] if isinstance(c, dict) and id(c) not in seen]
+# How a node ended that is not the training's doing: the harness lost it, or the run was stopped.
+INFRASTRUCTURE_ENDINGS = ("unreachable", "lease", "aborted", "stopped")
+# The most lines of per-node detail one testcase carries (the rest is counted).
+CASE_LINES = 40
+
+
+class Case(NamedTuple):
+    """One JUnit testcase: ``outcome`` is failure, error, skipped or None (passed)."""
+    classname: str
+    name: str
+    outcome: Optional[str]
+    message: str = ""
+    text: str = ""
+    kind: str = ""
+
+
+def is_infrastructure(check: Mapping[str, Any]) -> bool:
+    """An unreachable node, a lost lease, a run stopped from outside: an ``<error>``, not a failed check."""
+    if check.get("check") == "progress" and check.get("actual") in INFRASTRUCTURE_ENDINGS:
+        return True
+    return check.get("check") == "errors" and check.get("metric") == "unreachable"
+
+
+def detail_lines(checks: Sequence[Mapping[str, Any]], limit: int = CASE_LINES) -> str:
+    lines = ["%s: %s" % (c.get("node"), c.get("detail") or check_label(c)) for c in checks[:limit]]
+    if len(checks) > limit:
+        lines.append("... and %d more" % (len(checks) - limit))
+    return "\n".join(lines)
+
+
+def stop_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
+    """A run that stopped before its verdict (or says where it stopped): one ``<error>``."""
+    stop = document.get("stop") if isinstance(document.get("stop"), dict) else {}
+    checks = [c for c in document.get("checks") or [] if isinstance(c, dict)]
+    if not stop and (checks or shown.verdict != "FAIL"):
+        return None
+    stage = stop.get("stage")
+    lines = [str(line) for line in document.get("failures") or []]
+    for key, label in (("hosts", "nodes"), ("nodes", "nodes"), ("never_started", "never started")):
+        hosts = stop.get(key)
+        if isinstance(hosts, list) and hosts:
+            lines.append("%s: %s" % (label, compact_hosts([str(h) for h in hosts], 400)))
+    for key in ("cause", "reason"):
+        if stop.get(key):
+            lines.insert(0, str(stop[key]))
+    name = "stopped in %s" % stage if stage else "stopped before the verdict"
+    return Case("run", name, "error", shown.headline, "\n".join(unique_lines(lines)), "stop")
+
+
+def unique_lines(lines: Sequence[str]) -> List[str]:
+    return list(dict.fromkeys(lines))
+
+
+def run_cause_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
+    """No node stands out (the run's own cause, ``run_cause``): one ``<error>`` for the run."""
+    run_cause = document.get("run_cause")
+    if not isinstance(run_cause, dict):
+        return None
+    return Case("run", "run %s" % run_cause.get("class"), "error", str(run_cause.get("text")), shown.headline,
+                str(run_cause.get("class")))
+
+
+def culprit_case(shown: View) -> Optional[Case]:
+    if not shown.culprit_checks:
+        return None
+    host = str(shown.culprit["host"]) if shown.culprit else str(shown.culprit_checks[0].get("node"))
+    first = shown.culprit_checks[0]
+    outcome = "error" if all(is_infrastructure(c) for c in shown.culprit_checks) else "failure"
+    return Case(host, "culprit: %s" % check_label(first), outcome, shown.headline,
+                "%s\n%s" % (shown.headline, detail_lines(shown.culprit_checks)), str(first.get("check")))
+
+
+def consequences_case(shown: View) -> Optional[Case]:
+    """Every node stopped by the culprit, in one case: how they ended, grouped, with host ranges."""
+    hosts = unique_lines(shown.consequences + [n for g in shown.consequential for n in g.nodes])
+    if not hosts:
+        return None
+    culprit = str(shown.culprit["host"]) if shown.culprit else "the first failure"
+    ranges = compact_hosts(sorted(hosts, key=natural_key), 400)
+    lines = ["%s: %s" % (group.label, compact_hosts(group.nodes, 400)) for group in shown.consequential]
+    message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), culprit, ranges)
+    return Case(ranges, "consequences of %s" % culprit, "failure", message, "\n".join([message] + lines),
+                "consequence")
+
+
+def group_cases(groups: Sequence[CheckGroup]) -> List[Case]:
+    """Failed checks of nodes that failed on their own: one case per check and metric, infrastructure
+    endings (unreachable, ...) apart as ``<error>``."""
+    cases = []
+    for group in groups:
+        for infrastructure in (True, False):
+            checks = [c for c in group.checks if is_infrastructure(c) == infrastructure]
+            if not checks:
+                continue
+            nodes = unique_lines([str(c.get("node")) for c in checks])
+            ranges = compact_hosts(nodes, 400)
+            message = "%s failed on %d of %d node(s): %s" % (group.label, len(nodes), max(group.of, len(nodes)),
+                                                             ranges)
+            if len(checks) == 1:
+                message = str(checks[0].get("detail") or message)
+            cases.append(Case(ranges, group.label, "error" if infrastructure else "failure", message,
+                              detail_lines(checks), group.check))
+    return cases
+
+
+def teardown_case(document: Mapping[str, Any]) -> Optional[Case]:
+    teardown = document.get("teardown") if isinstance(document.get("teardown"), dict) else {}
+    failed = {str(host): outcome or {} for host, outcome in teardown.items()
+              if (outcome or {}).get("unreachable") or (outcome or {}).get("ok") is False}
+    if not failed:
+        return None
+    hosts = sorted(failed, key=natural_key)
+    lines = ["%s: %s" % (host, "unreachable (%s)" % (failed[host].get("msg") or "no answer")
+                         if failed[host].get("unreachable") else failed[host].get("msg") or "failed")
+             for host in hosts]
+    message = "teardown failed on %d node(s): %s" % (len(hosts), compact_hosts(hosts, 400))
+    return Case(compact_hosts(hosts, 400), "teardown", "error", message, "\n".join(lines[:CASE_LINES]), "teardown")
+
+
+def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str]) -> List[Case]:
+    return [Case(compact_hosts(group.nodes, 400), group.label, outcome,
+                 "%s on %d node(s)" % (group.status.replace("_", " "), len(group.nodes)) if outcome else "")
+            for group in groups]
+
+
+def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
+    """A handful of cases at any node count: the stop, the culprit, its consequences in one, the other
+    failures by check, teardown, then one per check that passed or was not judged; at least one failing
+    case whenever the verdict is FAIL."""
+    cases = [case for case in (stop_case(document, shown), run_cause_case(document, shown), culprit_case(shown),
+                               consequences_case(shown)) if case is not None]
+    cases += group_cases(shown.failed)
+    teardown = teardown_case(document)
+    if teardown is not None:
+        cases.append(teardown)
+    if shown.verdict == "FAIL" and not any(case.outcome in ("failure", "error") for case in cases):
+        lines = [str(line) for line in document.get("failures") or []] or [shown.headline]
+        cases.insert(0, Case("run", "verdict", "failure", shown.headline, "\n".join(lines[:CASE_LINES]), "verdict"))
+    return cases + passed_cases(shown.passed, None) + passed_cases(shown.not_judged, "skipped")
 
 
 XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -116,39 +249,36 @@ def element(parent: Optional[ET.Element], tag: str, text: Optional[str] = None, 
 
 def junit_xml(document: Dict[str, Any], hostname: Optional[str] = None, shown: Optional[View] = None,
               seconds: Optional[float] = None) -> str:
-    """One suite, one testcase per check (the culprit's first), valid against the Jenkins xUnit plugin's
-    junit-10.xsd; a simulated run says so in the suite name and a property. ``seconds``: how long the
-    training ran (the suite's time), when the caller knows it."""
+    """One suite of a handful of cases (junit_cases), valid against the Jenkins xUnit plugin's junit-10.xsd:
+    ``<error>`` for what stopped the run from outside (unreachable nodes, teardown, a stop before the
+    verdict), ``<failure>`` for failed checks. A simulated run says so in the suite name and a property.
+    ``seconds``: how long the training ran (the suite's time), when the caller knows it."""
     shown = shown or view(document)
-    checks = junit_order(document, shown)
+    cases = junit_cases(document, shown)
     name = "clusterval.training %s%s" % (document.get("config_name") or document.get("run_id") or "run",
                                          " [SIMULATED]" if shown.simulated else "")
-    counts = {"tests": len(checks), "failures": sum(1 for c in checks if c.get("status") == FAIL), "errors": 0,
+    counts = {"tests": len(cases), "failures": sum(1 for c in cases if c.outcome == "failure"),
+              "errors": sum(1 for c in cases if c.outcome == "error"),
               "time": "%.3f" % (seconds if is_finite_number(seconds) and seconds >= 0 else run_seconds(document))}
     suites = element(None, "testsuites", name=name, **counts)
-    suite = element(suites, "testsuite", name=name, skipped=sum(1 for c in checks if c.get("status") in NOT_JUDGED),
+    suite = element(suites, "testsuite", name=name, skipped=sum(1 for c in cases if c.outcome == "skipped"),
                     timestamp=junit_timestamp(document), hostname=hostname or socket.gethostname(), id=0,
                     package="clusterval.training", **counts)
     properties = element(suite, "properties")
     for key, value in junit_properties(document, shown):
         element(properties, "property", name=key, value=value)
-    culprit_case = shown.culprit_checks[0] if shown.culprit_checks else None
-    for check in checks:
-        junit_case(suite, check, shown.headline if check is culprit_case else None)
+    for case in cases:
+        junit_case(suite, case)
     return ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def junit_case(suite: ET.Element, check: Mapping[str, Any], headline_text: Optional[str]) -> None:
-    """A passing check is its name only (the suite stays small at 500 nodes); a failure carries its detail,
-    the culprit's the headline first."""
-    case_name = ("%s %s" % (check.get("check"), check.get("metric") or "")).strip()
-    case = element(suite, "testcase", classname=check.get("node"), name=case_name, time="0")
-    detail = str(check.get("detail") or "")
-    if check.get("status") == FAIL:
-        text = "%s%s: %s" % (headline_text + "\n" if headline_text else "", check.get("node"), detail)
-        element(case, "failure", text, message=detail, type=check.get("check"))
-    elif check.get("status") in NOT_JUDGED:
-        element(case, "skipped", message=detail)
+def junit_case(suite: ET.Element, case: Case) -> None:
+    """A passing case is its name only; a failure or an error carries its message and the nodes' details."""
+    node = element(suite, "testcase", classname=case.classname, name=case.name, time="0")
+    if case.outcome in ("failure", "error"):
+        element(node, case.outcome, case.text or case.message, message=case.message, type=case.kind or case.outcome)
+    elif case.outcome == "skipped":
+        element(node, "skipped", message=case.message)
 
 
 def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str, str]]:
@@ -163,6 +293,9 @@ def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str
     if shown.culprit:
         pairs.append(("culprit", str(shown.culprit["host"])))
         pairs.append(("consequences", compact_hosts(shown.consequences)))
+    run_cause = document.get("run_cause")
+    if isinstance(run_cause, dict):
+        pairs.append(("run_cause", "%s: %s" % (run_cause.get("class"), run_cause.get("text"))))
     pairs.append(("nodes", str(len(shown.subjects))))
     return pairs
 
@@ -197,9 +330,6 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
     paths = {}
     for name, content in files.items():
         path = os.path.join(run_dir, name)
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(temporary, path)
+        _atomic.write_text(path, content)
         paths[name] = path
     return paths

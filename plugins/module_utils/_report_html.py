@@ -1,30 +1,41 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """report.html: one self-contained page (inline CSS and SVG; no script, font or image from anywhere),
-readable at 2 nodes and at 500.
+readable at 2 nodes and at 500, rendered from the Jinja2 templates in plugins/plugin_utils/templates/.
 
-In this order: the SIMULATED banner, the verdict and its headline, the culprit and its consequences,
-the failures table (culprit first, consequences grouped), a grid of the nodes coloured by throughput
-against the cluster median, the throughput and loss curves (every node up to 4 nodes; above, the median
-with a p10-p90 band and the outlier nodes named), the checks, the run and the effective model.
+In this order: the SIMULATED banner, the verdict and its headline, where the run stopped (a run that
+stopped early), the culprit and its consequences, the threshold cell, the failures table (culprit first,
+consequences grouped), a grid of the nodes coloured by throughput against the cluster median (each cell a
+link to the node's log), the curves over steps with a wall-clock row (throughput, TFLOP/s, step time per
+step, loss: every node up to 4 nodes; above, the median with a p10-p90 band and the outlier nodes named),
+each node in its own <details>, the checks, the run and the effective model. Python computes what is shown
+(this module); the templates hold every piece of markup, autoescaped.
 """
 from __future__ import annotations
 
 import bisect
 import datetime
-import html
 import math
+import os
 import re
 import statistics
+import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils._fabric_html import fabric_section
+from ansible_collections.clusterval.training.plugins.module_utils._fabric_html import fabric_view
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
     FAIL, NOT_JUDGED, PASS, CheckGroup, View, check_label, hosts_of, node_states, node_throughput, relative_to_median,
     short_number, throughput_metric, unique, value_range, view)
+
+try:  # Jinja2 comes with ansible-core; this runs on the controller only (training_results, the callback)
+    import jinja2
+    JINJA2_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - ansible-core requires Jinja2
+    jinja2 = None
+    JINJA2_IMPORT_ERROR = str(exc)
 
 # Okabe-Ito: told apart with every common colour-vision deficiency. Node curves; the median is navy.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9")
@@ -40,10 +51,13 @@ GRID_LABELS_MAX = 16           # up to this many nodes, each grid cell names its
 BAND_STEPS_MAX = 200
 DETAILS_LISTED_MAX = 100       # per failure group, inside <details>
 EVERY_CHECK_ROWS = 1000
+NODES_LISTED_MAX = 64          # above, each node's <details> sit in one collapsed list; the failed ones above it
 DEFAULT_STRAGGLER_PCT = 10.0
 CONTROL = re.compile("\x1b\\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MARKS = {"culprit": "!", FAIL: "\u2715", "consequence": "", PASS: ""}
 STATE_WORDS = {"culprit": "culprit", FAIL: "failed", "consequence": "stopped as a consequence", PASS: "passed"}
+FLOPS_METRICS = ("tflops_per_sec_per_gpu", "throughput_per_gpu")
+STEP_TIME_TITLE = "step time per step (s)"
 
 STYLE = """
 *{box-sizing:border-box}
@@ -84,13 +98,55 @@ vertical-align:middle;margin-right:4px;font-size:11px;font-weight:bold}
 svg.chart{display:block;width:100%;height:auto}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:8px 0}
 dl.facts dt{color:#59636e}dl.facts dd{margin:0;overflow-wrap:anywhere}
+.grid>a,.grid>a:visited{display:block;text-decoration:none;color:inherit}
+.stopped{border-left:6px solid #9a6700;background:#fff8c5;padding:8px 12px;margin:8px 0}
+.stopped pre{background:#fff;border:1px solid #d4a72c;padding:6px 8px;margin:6px 0}
+.nodata{font-size:16px}
+.drill{columns:2 420px;column-gap:16px;margin:8px 0}
+.drill details{break-inside:avoid;border:1px solid #d0d7de;border-radius:4px;padding:2px 8px;margin:0 0 4px}
+.drill details.s-culprit{border:2px solid #000}.drill details.s-fail{border-color:#cf222e}
+.drill .state{font-size:12px;border-radius:8px;padding:0 6px;background:#eaeef2}
+.drill .state.culprit,.drill .state.fail{background:#ffebe9;color:#cf222e}
+.drill ul{margin:4px 0;padding-left:18px}.drill dl.facts{font-size:13px}
 """
 
 
-def esc(value: Any) -> str:
-    """HTML text of a value; terminal colour codes and control characters are dropped."""
+# -- rendering ---------------------------------------------------------------------------------------------
+
+_ENVIRONMENT: Optional[Any] = None
+
+
+def template_dir() -> str:
+    """The templates ship in the collection beside the controller-side code: plugins/plugin_utils/templates."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plugin_utils", "templates")
+
+
+def environment() -> Any:
+    """One Jinja2 environment per process (Jinja2 comes with ansible-core; this runs on the controller)."""
+    global _ENVIRONMENT  # pylint: disable=global-statement
+    if _ENVIRONMENT is None:
+        if jinja2 is None:
+            raise RuntimeError("Jinja2 is needed on the controller to write report.html (it comes with "
+                               "ansible-core): %s" % JINJA2_IMPORT_ERROR)
+        _ENVIRONMENT = jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()), autoescape=True,
+                                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return _ENVIRONMENT
+
+
+def clean(value: Any) -> str:
     text = "" if value is None else str(value)
-    return html.escape(text if text.isprintable() else CONTROL.sub("", text))
+    return text if text.isprintable() else CONTROL.sub("", text)
+
+
+def cleaned(value: Any) -> Any:
+    """Every string in a context, cleaned of control characters (recursively)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {key: cleaned(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return [cleaned(item) for item in value]
+    return value
 
 
 # -- the page --------------------------------------------------------------------------------------------
@@ -99,51 +155,103 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     shown = shown or view(document)
     metric = throughput_metric(document)
     title = "Training validation: %s" % (document.get("config_name") or document.get("run_id") or "run")
-    parts = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-             "<title>%s</title><style>%s</style></head><body>" % (esc(title), STYLE), "<h1>%s</h1>" % esc(title)]
-    if shown.simulated:
-        parts.append('<div class="simulated">SIMULATED RUN: no real GPU was used; these figures say nothing '
-                     'about hardware performance.</div>')
-    parts.append(verdict_block(document, shown))
-    parts.append(failures_section(shown))
-    parts.append(grid_section(document, shown, metric))
-    parts.append(curves_section(document, shown, metric))
-    parts.append(checks_section(shown))
-    parts.append(fabric_section(document.get("fabric")))
-    parts.append(run_section(document, shown))
-    parts.append(every_check(document))
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    charts, reason = charts_of(document, shown, metric)
+    context = {
+        "title": title, "style": STYLE, "simulated": shown.simulated, "verdict": verdict_of(shown),
+        "stop": stop_of(document, shown), "culprit": culprit_of_view(shown), "unjudged": unjudged_text(shown),
+        "run_cause": run_cause_of(document, shown),
+        "cell": cell_of(document), "baseline": baseline_text(document), "failures": failures_of(document, shown),
+        "grid": grid_of(document, shown, metric), "charts": charts, "charts_reason": reason,
+        "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
+        "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
+        "facts": run_facts(document, shown), "every": every_check_of(document),
+        "fabric": fabric_view(document.get("fabric")),
+    }
+    return environment().get_template("report.html.j2").render(cleaned(context))
 
 
-def verdict_block(document: Mapping[str, Any], shown: View) -> str:
+def run_cause_of(document: Mapping[str, Any], shown: View) -> Optional[Dict[str, Any]]:
+    """No node is named: why, and where each node stopped with what its processes were doing."""
+    run_cause = document.get("run_cause")
+    if shown.culprit or not isinstance(run_cause, dict):
+        return None
+    evidence = run_cause.get("evidence") if isinstance(run_cause.get("evidence"), dict) else {}
+    rows = [(host, item.get("step"), item.get("reason"),
+             " ".join("%s=%s" % (k, v) for k, v in sorted((item.get("process") or {}).items()) if k != "stack"))
+            for host, item in sorted(evidence.items()) if isinstance(item, dict)]
+    return {"cls": run_cause.get("class"), "text": run_cause.get("text"), "rows": rows}
+
+
+def verdict_of(shown: View) -> Dict[str, str]:
     word, dummy, rest = shown.headline.partition(" ")
     if not word.rstrip(":") == shown.verdict:
         word, rest = shown.verdict, shown.headline
-    out = ['<div class="verdict %s"><b>%s</b>%s</div>' % (esc(shown.verdict), esc(word), esc(rest))]
+    return {"css": shown.verdict, "word": word, "rest": rest}
+
+
+def stopped(document: Mapping[str, Any], shown: View) -> bool:
+    """A run that stopped before a verdict on its steps: no check judged anything, or it says where it stopped."""
+    return isinstance(document.get("stop"), dict) or (shown.verdict == "FAIL" and not shown.subjects)
+
+
+def stop_of(document: Mapping[str, Any], shown: View) -> Optional[Dict[str, Any]]:
+    if not stopped(document, shown):
+        return None
+    stop = document.get("stop") if isinstance(document.get("stop"), dict) else {}
+    lines = [str(stop[key]) for key in ("cause", "reason") if stop.get(key)]
+    lines += [str(line) for line in document.get("failures") or [] if str(line) not in lines]
+    hosts = []
+    for key, label in (("hosts", "nodes"), ("nodes", "nodes"), ("never_started", "nodes that never started")):
+        if isinstance(stop.get(key), list) and stop[key]:
+            hosts.append((label, compact_hosts([str(h) for h in stop[key]], 400)))
+    return {"stage": stop.get("stage"), "lines": lines, "hosts": hosts, "before_training": not has_steps(document)}
+
+
+def has_steps(document: Mapping[str, Any]) -> bool:
+    return any(finite_points(points) for series in (document.get("series") or {}).values()
+               for points in (series or {}).values())
+
+
+def culprit_of_view(shown: View) -> Optional[Dict[str, Any]]:
     culprit = shown.culprit
-    if culprit:
-        facts = [("class", culprit.get("class")), ("step", culprit.get("step")), ("log line", culprit.get("lineno")),
-                 ("time", utc_time(culprit.get("time")))]
-        out.append('<div class="culprit-box"><h3>Culprit: %s</h3><div>%s</div>' % (
-            esc(culprit["host"]), " &middot; ".join("%s %s" % (esc(k), esc(v)) for k, v in facts if v not in (None, ""))))
-        if culprit.get("text"):
-            out.append("<pre>%s</pre>" % esc(culprit["text"]))
-        if shown.consequences:
-            out.append("<div>%d other node%s stopped as a consequence: %s</div>" % (
-                len(shown.consequences), "" if len(shown.consequences) == 1 else "s",
-                esc(compact_hosts(shown.consequences, 200))))
-        out.append("</div>")
-    if shown.unjudged:
-        out.append('<div class="note"><b>Not judged:</b> %s</div>' % "; ".join(
-            "%s (%s)" % (esc(u.get("metric")), esc(u.get("reason") or "no threshold")) for u in shown.unjudged))
+    if not culprit:
+        return None
+    facts = [("class", culprit.get("class")), ("step", culprit.get("step")), ("log line", culprit.get("lineno")),
+             ("time", utc_time(culprit.get("time")))]
+    consequences = ""
+    if shown.consequences:
+        consequences = "%d other node%s stopped as a consequence: %s" % (
+            len(shown.consequences), "" if len(shown.consequences) == 1 else "s", compact_hosts(shown.consequences, 200))
+    return {"host": culprit["host"], "facts": ["%s %s" % (k, v) for k, v in facts if v not in (None, "")],
+            "text": culprit.get("text"), "consequences": consequences}
+
+
+def unjudged_text(shown: View) -> str:
+    return "; ".join("%s (%s)" % (u.get("metric"), u.get("reason") or "no threshold") for u in shown.unjudged)
+
+
+def cell_of(document: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The versioned format's threshold cell, and where its name and the run differ."""
+    cell = document.get("threshold_file")
+    if not isinstance(cell, dict):
+        return None
+    differences = [str(line) for line in cell.get("differences_text") or []]
+    if cell.get("cell"):
+        text = "%s judges this run (%s)" % (cell["cell"], os.path.basename(str(cell.get("path") or "")))
+        if differences:
+            text += "; the cell is for another run:"
+    else:
+        text = str(cell.get("note") or "no cell of the threshold file judges this run")
+    return {"text": text, "differences": differences}
+
+
+def baseline_text(document: Mapping[str, Any]) -> Optional[str]:
     baseline = document.get("baseline")
-    if isinstance(baseline, dict) and baseline:
-        out.append('<div class="note">Thresholds from the baseline run %s (%s), tolerance %s%%.</div>' % (
-            esc(baseline.get("run_id") or "?"), esc(baseline.get("path") or "?"),
-            esc(short_number(baseline["tolerance_pct"]) if is_finite_number(baseline.get("tolerance_pct")) else "?")))
-    return "".join(out)
+    if not isinstance(baseline, dict) or not baseline:
+        return None
+    return "Thresholds from the baseline run %s (%s), tolerance %s%%." % (
+        baseline.get("run_id") or "?", baseline.get("path") or "?",
+        short_number(baseline["tolerance_pct"]) if is_finite_number(baseline.get("tolerance_pct")) else "?")
 
 
 def utc_time(epoch: Any) -> Optional[str]:
@@ -154,43 +262,40 @@ def utc_time(epoch: Any) -> Optional[str]:
 
 # -- failures --------------------------------------------------------------------------------------------
 
-def failures_section(shown: View) -> str:
+def failures_of(document: Mapping[str, Any], shown: View) -> Dict[str, Any]:
+    """The failures table; without a failed check, a FAIL says why (never "No check failed")."""
     failed_nodes = unique([str(c.get("node")) for c in shown.culprit_checks]
                           + [n for g in shown.failed + shown.consequential for n in g.nodes])
     count = len(shown.culprit_checks) + sum(len(g.checks) for g in shown.failed + shown.consequential)
-    if not count:
-        return "<h2>Failures</h2><p>No check failed.</p>"
-    rows = ["<h2>Failures <small>%d failed check%s on %d node%s</small></h2>" % (
-        count, "" if count == 1 else "s", len(failed_nodes), "" if len(failed_nodes) == 1 else "s"),
-        '<table><colgroup><col style="width:24%"><col style="width:20%"><col></colgroup>'
-        "<tr><th>nodes</th><th>check</th><th>what happened</th></tr>"]
-    for check in shown.culprit_checks:
-        rows.append('<tr class="culprit"><td>%s <span class="tag">culprit</span></td><td>%s</td>'
-                    '<td class="detail">%s</td></tr>' % (esc(check.get("node")), esc(check_label(check)),
-                                                         esc(check.get("detail"))))
-    rows.extend(group_row(group, "") for group in shown.failed)
+    lines: List[str] = []
+    why = ""
+    if not count and (shown.verdict != "PASS" or stopped(document, shown)):
+        lines = [str(line) for line in document.get("failures") or []] or [shown.headline]
+        why = ("The run stopped before any check could judge it:" if stopped(document, shown)
+               else "No single check failed, but the run did:")
+    subhead = ""
     if shown.consequential:
-        culprit = esc(shown.culprit["host"]) if shown.culprit else "the culprit"
-        rows.append('<tr class="subhead"><td colspan="3">Stopped as a consequence of %s: %d node%s (%s)</td></tr>' % (
-            culprit, len(shown.consequences), "" if len(shown.consequences) == 1 else "s",
-            esc(compact_hosts(shown.consequences, 120))))
-        rows.extend(group_row(group, "consequence") for group in shown.consequential)
-    rows.append("</table>")
-    return "".join(rows)
+        subhead = "Stopped as a consequence of %s: %d node%s (%s)" % (
+            shown.culprit["host"] if shown.culprit else "the culprit", len(shown.consequences),
+            "" if len(shown.consequences) == 1 else "s", compact_hosts(shown.consequences, 120))
+    return {"count": count, "nodes": len(failed_nodes), "lines": lines, "why": why, "subhead": subhead,
+            "culprit": [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail")}
+                        for c in shown.culprit_checks],
+            "own": [group_row(g) for g in shown.failed], "consequential": [group_row(g) for g in shown.consequential]}
 
 
-def group_row(group: CheckGroup, css: str) -> str:
-    nodes = group.nodes
+def group_row(group: CheckGroup) -> Dict[str, Any]:
     first = group.checks[0]
-    detail = esc("%s: %s" % (first.get("node"), first.get("detail")) if len(nodes) > 1 else first.get("detail"))
-    if len(group.checks) > 1:
-        listed = "".join("<li>%s: %s</li>" % (esc(c.get("node")), esc(c.get("detail")))
-                         for c in group.checks[:DETAILS_LISTED_MAX])
-        more = len(group.checks) - DETAILS_LISTED_MAX
-        listed += "<li>%d more in results.json</li>" % more if more > 0 else ""
-        detail += "<details><summary>every node (%d)</summary><ul>%s</ul></details>" % (len(group.checks), listed)
-    return '<tr class="%s"><td>%s <small>(%d of %d)</small></td><td>%s</td><td class="detail">%s</td></tr>' % (
-        css, esc(compact_hosts(nodes, 120)), len(nodes), group.of, esc(group.label), detail)
+    listed = ["%s: %s" % (c.get("node"), c.get("detail")) for c in group.checks[:DETAILS_LISTED_MAX]] \
+        if len(group.checks) > 1 else []
+    return {"hosts": compact_hosts(group.nodes, 120), "count": len(group.nodes), "of": group.of, "label": group.label,
+            "detail": "%s: %s" % (first.get("node"), first.get("detail")) if len(group.nodes) > 1 else first.get("detail"),
+            "listed": listed, "total": len(group.checks), "more": max(0, len(group.checks) - DETAILS_LISTED_MAX)}
+
+
+def log_link(host: str) -> str:
+    """The node's log, fetched beside the reports: logs/<host>/training.log."""
+    return "logs/%s/training.log" % urllib.parse.quote(str(host), safe="")
 
 
 # -- the node grid ---------------------------------------------------------------------------------------
@@ -221,10 +326,10 @@ def straggler_pct(document: Mapping[str, Any]) -> float:
     return float(pct) if is_finite_number(pct) and pct > 0 else DEFAULT_STRAGGLER_PCT
 
 
-def grid_section(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> str:
+def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> Optional[Dict[str, Any]]:
     hosts = hosts_of(document, shown)
     if not hosts:
-        return ""
+        return None
     values = node_throughput(document, metric) if metric else {}
     median, relative = relative_to_median(values)
     span = 2 * straggler_pct(document) / 100.0
@@ -242,20 +347,16 @@ def grid_section(document: Mapping[str, Any], shown: View, metric: Optional[str]
         title = "%s: %s; %s" % (host, figure, STATE_WORDS[state])
         if host in failed_checks:
             title += " (%s)" % ", ".join(failed_checks[host])
-        label = esc(MARKS[state])
-        if len(hosts) <= GRID_LABELS_MAX:
-            label = "<b>%s %s</b><span>%s</span>" % (esc(host), label, esc(
-                percent(relative[host]) if host in relative else "no value"))
-        cells.append('<div class="cell s-%s" style="background:%s;color:%s" title="%s">%s</div>' % (
-            state, colour, "#fff" if is_dark(colour) else "#1f2328", esc(title), label))
-    heading = "<h2>Nodes <small>%d node%s" % (len(hosts), "" if len(hosts) == 1 else "s")
+        cells.append({"host": host, "state": state, "colour": colour, "ink": "#fff" if is_dark(colour) else "#1f2328",
+                      "title": title, "mark": MARKS[state], "log": log_link(host),
+                      "figure": percent(relative[host]) if host in relative else "no value"})
+    heading = "%d node%s" % (len(hosts), "" if len(hosts) == 1 else "s")
     if metric and median is not None:
-        heading += ", %s against the cluster median %s %s" % (esc(metric), esc(short_number(median)), esc(unit))
-    heading += "; hover a cell for its node</small></h2>"
-    size = 32 if len(hosts) <= 64 else 24 if len(hosts) <= 256 else 20
+        heading += ", %s against the cluster median %s %s" % (metric, short_number(median), unit)
     present = {states.get(host, PASS) for host in hosts} | ({"no value"} if len(relative) < len(hosts) else set())
-    return heading + grid_legend(span, straggler_pct(document), present) + '<div class="grid%s" style="--cell:%dpx">%s</div>' % (
-        " labelled" if len(hosts) <= GRID_LABELS_MAX else "", size, "".join(cells))
+    limit_pct = straggler_pct(document)
+    return dict(heading=heading, cells=cells, labelled=len(hosts) <= GRID_LABELS_MAX,
+                size=32 if len(hosts) <= 64 else 24 if len(hosts) <= 256 else 20, **grid_legend(span, limit_pct, present))
 
 
 def failed_labels(shown: View) -> Dict[str, List[str]]:
@@ -275,23 +376,18 @@ def percent(fraction: float) -> str:
     return "0.0%" if text in ("+0.0%", "-0.0%") else text
 
 
-def grid_legend(span: float, limit_pct: float, present: Set[str]) -> str:
+def grid_legend(span: float, limit_pct: float, present: Set[str]) -> Dict[str, Any]:
     """The colour scale, and the marks of the states some node has."""
-    stops = ",".join("%s %.0f%%" % (colour, (position + 1) * 50) for position, colour in DIVERGING)
-    ticks = "".join('<span style="left:%.1f%%">%+.0f%%</span>' % ((fraction + 1) * 50, fraction * span * 100)
-                    for fraction in (-1.0, -0.5, 0.0, 0.5, 1.0))
-    limit = '<i style="left:%.1f%%" title="straggler limit"></i>' % max(0.0, (1 - limit_pct / 100.0 / span) * 50)
-    marks = ['<span><span class="swatch" style="background:#f7f7f7;%s">%s</span>%s</span>' % (
-        style, esc(MARKS[state]), STATE_WORDS[state]) for state, style in (
-        ("culprit", "border:3px solid #000"), (FAIL, "border:2px solid #cf222e"),
-        ("consequence", "border:1px dotted #1f2328")) if state in present]
-    if "no value" in present:
-        marks.insert(0, '<span><span class="swatch" style="background:%s"></span>no throughput value</span>'
-                     % NO_VALUE_COLOUR)
-    scale = ('<div class="scale"><span>below the median</span><div class="bar" style="background:linear-gradient('
-             'to right,%s)">%s%s</div><span>above</span><span class="muted">dashed mark: straggler limit -%s%%</span>'
-             '</div>' % (stops, ticks, limit, short_number(limit_pct)))
-    return scale + ('<div class="scale">%s</div>' % "".join(marks) if marks else "")
+    marks = [{"style": "background:%s" % NO_VALUE_COLOUR, "symbol": "", "label": "no throughput value"}] \
+        if "no value" in present else []
+    marks += [{"style": "background:#f7f7f7;%s" % style, "symbol": MARKS[state], "label": STATE_WORDS[state]}
+              for state, style in (("culprit", "border:3px solid #000"), (FAIL, "border:2px solid #cf222e"),
+                                   ("consequence", "border:1px dotted #1f2328")) if state in present]
+    return {"stops": ",".join("%s %.0f%%" % (colour, (position + 1) * 50) for position, colour in DIVERGING),
+            "ticks": [("%.1f" % ((fraction + 1) * 50), "%+.0f%%" % (fraction * span * 100))
+                      for fraction in (-1.0, -0.5, 0.0, 0.5, 1.0)],
+            "limit_left": "%.1f" % max(0.0, (1 - limit_pct / 100.0 / span) * 50), "limit_pct": short_number(limit_pct),
+            "marks": marks}
 
 
 def unit_of(metric: Optional[str]) -> str:
@@ -376,23 +472,88 @@ def outliers(band: Band, at: Mapping[str, Dict[int, float]], limit: float,
     return picked + [(host, dev) for host, dev in scored if host in must and host not in named]
 
 
-def curves_section(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> str:
-    series = document.get("series") or {}
-    out = ["<h2>Curves</h2>"]
-    if metric:
-        out.append(metric_chart(document, shown, metric, "%s (%s)" % (metric, unit_of(metric)) if unit_of(metric)
-                                else metric, zero_based=True))
-    out.append(metric_chart(document, shown, "loss", "loss", zero_based=False))
-    if not series:
-        out.append("<p>No step series in this document.</p>")
-    return "".join(out)
+def charts_of(document: Mapping[str, Any], shown: View, metric: Optional[str]
+              ) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+    """The curves that have data: throughput, TFLOP/s, step time per step, loss, each over steps with a
+    wall-clock row; without any step, why there is no curve (never an empty chart)."""
+    if not has_steps(document):
+        if stopped(document, shown):
+            stage = (document.get("stop") or {}).get("stage") if isinstance(document.get("stop"), dict) else None
+            return [], "the run stopped%s before any node printed a training step." % (" in %s" % stage if stage else "")
+        return [], "no node printed a training step (no step series in this document)."
+    clock = clock_of(document)
+    wanted = [(metric, True)] if metric else []
+    flops = next((m for m in FLOPS_METRICS if m != metric and any(m in (s or {}) for s in
+                                                                  (document.get("series") or {}).values())), None)
+    if flops:
+        wanted.append((flops, True))
+    wanted += [("seconds", True), ("loss", False)]
+    charts = []
+    for name, zero_based in wanted:
+        unit = unit_of(name)
+        title = STEP_TIME_TITLE if name == "seconds" else "%s (%s)" % (name, unit) if unit else name
+        drawn = metric_chart(document, shown, name, title, zero_based, clock)
+        if drawn:
+            charts.append(drawn)
+    if not metric:
+        charts.append({"missing": "No throughput curve: the step lines carry no throughput metric."})
+    if not any(chart["svg"]["title"] == STEP_TIME_TITLE for chart in charts if "svg" in chart):
+        charts.append({"missing": "No step-time curve: the step lines carry no step time."})
+    return charts, None
 
 
-def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: str, zero_based: bool) -> str:
+def clock_of(document: Mapping[str, Any]) -> Optional[Clock]:
+    """The wall clock at a step: the nodes' median of seconds since the first step began (series ``elapsed``),
+    from the earliest node start when the document has one (UTC), else as elapsed time."""
+    by_step: Dict[float, List[float]] = {}
+    for series in (document.get("series") or {}).values():
+        for step, elapsed in finite_points((series or {}).get("elapsed")):
+            by_step.setdefault(step, []).append(elapsed)
+    if len(by_step) < 2:
+        return None
+    points = sorted((step, statistics.median(values)) for step, values in by_step.items())
+    starts = [n.get("started_at") for n in ((document.get("summary") or {}).get("nodes") or {}).values()
+              if isinstance(n, dict) and is_finite_number(n.get("started_at"))]
+    return Clock(points, min(starts) if starts else None)
+
+
+class Clock(NamedTuple):
+    points: List[Tuple[float, float]]
+    start: Optional[float]
+
+    def at(self, step: float) -> Optional[float]:
+        steps = [p[0] for p in self.points]
+        index = bisect.bisect_left(steps, step)
+        if index < len(steps) and steps[index] == step:
+            return self.points[index][1]
+        if index == 0 or index == len(steps):
+            return None
+        (x0, y0), (x1, y1) = self.points[index - 1], self.points[index]
+        return y0 + (y1 - y0) * (step - x0) / (x1 - x0)
+
+    def label(self, step: float) -> str:
+        seconds = self.at(step)
+        if seconds is None:
+            return ""
+        if self.start is not None:
+            return datetime.datetime.fromtimestamp(self.start + seconds, datetime.timezone.utc).strftime("%H:%M:%S")
+        minutes, rest = divmod(int(round(seconds)), 60)
+        hours, minutes = divmod(minutes, 60)
+        return "+%d:%02d:%02d" % (hours, minutes, rest) if hours else "+%d:%02d" % (minutes, rest)
+
+    @property
+    def axis(self) -> str:
+        return "wall clock (UTC)" if self.start is not None else "wall clock (since the first step)"
+
+
+def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: str, zero_based: bool,
+                 clock: Optional[Clock] = None) -> Optional[Dict[str, Any]]:
     curves = {str(host): finite_points((s or {}).get(metric)) for host, s in (document.get("series") or {}).items()}
     curves = {host: sorted(points) for host, points in curves.items() if points}
-    levels = threshold_levels(document, metric) if metric != "loss" else []
-    legend: List[str] = []
+    if not curves:
+        return None
+    levels = threshold_levels(document, metric) if metric not in ("loss", "seconds") else []
+    legend: List[Dict[str, Any]] = []
     if len(curves) <= INDIVIDUAL_CURVES_MAX:
         drawn = [Curve(host, curves[host], PALETTE[i % len(PALETTE)], 2.5)
                  for i, host in enumerate(sorted(curves, key=natural_key))]
@@ -404,21 +565,19 @@ def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: s
         picked = outliers(band, at, straggler_pct(document) / 200.0, culprit)
         drawn = [Curve(host, curves[host], CULPRIT_COLOUR if host in culprit else PALETTE[(i + 1) % len(PALETTE)], 1.6)
                  for i, (host, dummy) in enumerate(picked)]
-        legend = ['<span><span class="swatch" style="background:%s"></span>p10-p90 of %d nodes</span>' % (
-            BAND_COLOUR, len(curves)), legend_line(MEDIAN_COLOUR, "median")]
+        legend = [{"kind": "band", "colour": BAND_COLOUR, "label": "p10-p90 of %d nodes" % len(curves)},
+                  legend_line(MEDIAN_COLOUR, "median")]
         legend += [legend_line(c.colour, "%s%s %+.1f%% against the median" % (
             c.label, " (culprit)" if c.label in culprit else "", 100 * dev)) for c, (dummy, dev) in zip(drawn, picked)]
         if not picked:
-            legend.append("<span class=\"muted\">no node more than %s%% from the median</span>" % short_number(
-                straggler_pct(document) / 2))
+            legend.append({"kind": "note", "label": "no node more than %s%% from the median" % short_number(
+                straggler_pct(document) / 2)})
     legend += [legend_line(level.colour, level.label, level.dash) for level in levels]
-    chart = svg_chart(title, drawn, band, levels, zero_based)
-    return chart + '<div class="legend">%s</div>' % "".join(legend)
+    return {"svg": chart_context(title, drawn, band, levels, zero_based, clock), "legend": legend}
 
 
-def legend_line(colour: str, label: str, dash: str = "") -> str:
-    style = "border-top-color:%s%s" % (colour, ";border-top-style:dashed" if dash else "")
-    return '<span><span class="line" style="%s"></span>%s</span>' % (style, esc(label))
+def legend_line(colour: str, label: str, dash: str = "") -> Dict[str, Any]:
+    return {"kind": "line", "colour": colour, "label": label, "dash": dash}
 
 
 def threshold_levels(document: Mapping[str, Any], metric: str) -> List[Level]:
@@ -447,7 +606,7 @@ def threshold_levels(document: Mapping[str, Any], metric: str) -> List[Level]:
 # -- SVG -------------------------------------------------------------------------------------------------
 
 WIDTH, HEIGHT = 1000, 320
-LEFT, RIGHT, TOP, BOTTOM = 70, 16, 30, 42
+LEFT, RIGHT, TOP, BOTTOM = 70, 16, 30, 58
 
 
 def nice_step(span: float, count: int = 5, whole: bool = False) -> float:
@@ -473,15 +632,23 @@ def axis_range(low: float, high: float, zero_based: bool) -> Tuple[float, float,
 
 
 def svg_chart(title: str, curves: Sequence[Curve], band: Optional[Band], levels: Sequence[Level],
-              zero_based: bool) -> str:
+              zero_based: bool, clock: Optional[Clock] = None) -> str:
+    """One chart as SVG markup (the chart template's macro)."""
+    macro = environment().get_template("chart.svg.j2").module.chart  # type: ignore[attr-defined]
+    return str(macro(cleaned(chart_context(title, curves, band, levels, zero_based, clock))))
+
+
+def chart_context(title: str, curves: Sequence[Curve], band: Optional[Band], levels: Sequence[Level],
+                  zero_based: bool, clock: Optional[Clock] = None) -> Dict[str, Any]:
+    """What the chart template draws, in SVG coordinates: axes and ticks, the band and median, the threshold
+    levels, the curves; a wall-clock row of tick labels under the steps when ``clock`` is known."""
     xs = [p[0] for c in curves for p in c.points] + (band.steps if band else [])
     ys = [p[1] for c in curves for p in c.points] + (band.low + band.high if band else []) + [lv.value for lv in levels]
-    head = ('<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" '
-            'role="img" aria-label="%s"><rect width="100%%" height="100%%" fill="#fff" stroke="#d0d7de"/>'
-            '<text x="%d" y="19" font-size="14" font-weight="bold" font-family="sans-serif">%s</text>' % (
-                WIDTH, HEIGHT, WIDTH, HEIGHT, esc(title), LEFT, esc(title)))
+    frame = {"title": title, "width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT, "top": TOP,
+             "bottom": HEIGHT - BOTTOM, "middle": LEFT + (WIDTH - LEFT - RIGHT) // 2, "empty": "", "y_ticks": [],
+             "x_ticks": [], "clock_ticks": [], "x_label": "step", "note": "", "band": None, "levels": [], "lines": []}
     if not xs:
-        return head + '<text x="%d" y="%d" font-family="sans-serif">no data</text></svg>' % (LEFT, HEIGHT // 2)
+        return dict(frame, empty="no data")
     x0, x1 = min(xs), max(xs)
     x1 = x1 if x1 > x0 else x0 + 1
     y0, y1, ystep = axis_range(min(ys), max(ys), zero_based)
@@ -493,92 +660,107 @@ def svg_chart(title: str, curves: Sequence[Curve], band: Optional[Band], levels:
     def sy(y: float) -> float:
         return TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
 
-    parts = [head]
-    parts.extend(y_axis(y0, y1, ystep, sy))
-    parts.extend(x_axis(x0, x1, sx))
+    def coords(points: Any) -> str:
+        return " ".join("%.1f,%.1f" % (sx(x), sy(y)) for x, y in points)
+
+    frame["y_ticks"] = [("%.1f" % sy(y0 + i * ystep), "%.1f" % (sy(y0 + i * ystep) + 4), tick_label(y0 + i * ystep))
+                        for i in range(int(round((y1 - y0) / ystep)) + 1)]
+    ticks = x_ticks(x0, x1)
+    frame["x_ticks"] = [("%.1f" % sx(tick), short_number(tick)) for tick in ticks]
+    if clock is not None:
+        frame["clock_ticks"] = [("%.1f" % sx(tick), clock.label(tick)) for tick in ticks if clock.label(tick)]
+        frame["x_label"] = "step; below it, the %s" % clock.axis
     if y0 != 0:
-        parts.append('<text x="%d" y="19" font-size="12" fill="#9a6700" text-anchor="end" font-family="sans-serif">'
-                     'y axis starts at %s, not 0</text>' % (WIDTH - RIGHT, esc(short_number(y0))))
+        frame["note"] = "y axis starts at %s, not 0" % short_number(y0)
     if band and band.steps:
-        outline = ["%.1f,%.1f" % (sx(x), sy(y)) for x, y in zip(band.steps, band.high)]
-        outline += ["%.1f,%.1f" % (sx(x), sy(y)) for x, y in reversed(list(zip(band.steps, band.low)))]
-        parts.append('<polygon fill="%s" stroke="none" points="%s"><title>p10-p90</title></polygon>' % (
-            BAND_COLOUR, " ".join(outline)))
-        parts.append(polyline(zip(band.steps, band.median), MEDIAN_COLOUR, 2.5, "median", sx, sy))
-    for level in levels:
-        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.8" stroke-dasharray="%s">'
-                     '<title>%s</title></line>' % (LEFT, WIDTH - RIGHT, sy(level.value), sy(level.value), level.colour,
-                                                   level.dash, esc(level.label)))
-    for curve in curves:
-        parts.append(polyline(curve.points, curve.colour, curve.width, curve.label, sx, sy))
-    parts.append("</svg>")
-    return "".join(parts)
+        outline = list(zip(band.steps, band.high)) + list(reversed(list(zip(band.steps, band.low))))
+        frame["band"] = {"colour": BAND_COLOUR, "points": coords(outline),
+                         "median": {"colour": MEDIAN_COLOUR, "width": 2.5, "label": "median",
+                                    "points": coords(zip(band.steps, band.median))}}
+    frame["levels"] = [{"y": "%.1f" % sy(level.value), "colour": level.colour, "dash": level.dash,
+                        "label": level.label} for level in levels]
+    frame["lines"] = [{"colour": c.colour, "width": c.width, "label": c.label, "points": coords(c.points)}
+                      for c in curves]
+    return frame
 
 
-def polyline(points: Any, colour: str, width: float, label: str, sx: Any, sy: Any) -> str:
-    coords = " ".join("%.1f,%.1f" % (sx(x), sy(y)) for x, y in points)
-    return '<polyline fill="none" stroke="%s" stroke-width="%s" stroke-linejoin="round" points="%s"><title>%s</title>' \
-           '</polyline>' % (colour, width, coords, esc(label))
+def tick_label(value: float) -> str:
+    """A y tick that fits the left margin: 8000, 0.25, 1e+09."""
+    return "%.3g" % value if abs(value) >= 1e6 else short_number(value)
 
 
-def y_axis(y0: float, y1: float, step: float, sy: Any) -> List[str]:
-    parts = []
-    count = int(round((y1 - y0) / step))
-    for i in range(count + 1):
-        value = y0 + i * step
-        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eaeef2"/>' % (
-            LEFT, WIDTH - RIGHT, sy(value), sy(value)))
-        parts.append('<text x="%d" y="%.1f" font-size="11" text-anchor="end" font-family="sans-serif">%s</text>' % (
-            LEFT - 6, sy(value) + 4, esc(short_number(value))))
-    parts.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#57606a"/>' % (LEFT, LEFT, TOP, HEIGHT - BOTTOM))
-    return parts
-
-
-def x_axis(x0: float, x1: float, sx: Any) -> List[str]:
-    parts = ['<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#57606a"/>' % (
-        LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, HEIGHT - BOTTOM)]
+def x_ticks(x0: float, x1: float) -> List[float]:
     step = nice_step(x1 - x0, 8, whole=True)
     tick = step * int(x0 / step + 0.999999)
+    ticks = []
     while tick <= x1 + 1e-9:
-        parts.append('<text x="%.1f" y="%d" font-size="11" text-anchor="middle" font-family="sans-serif">%s</text>' % (
-            sx(tick), HEIGHT - BOTTOM + 15, esc(short_number(tick))))
+        ticks.append(tick)
         tick += step
-    parts.append('<text x="%d" y="%d" font-size="12" text-anchor="middle" font-family="sans-serif">step</text>' % (
-        LEFT + (WIDTH - LEFT - RIGHT) // 2, HEIGHT - 6))
-    return parts
+    return ticks
 
 
-# -- checks, run, every check ----------------------------------------------------------------------------
+# -- each node, checks, run, every check -----------------------------------------------------------------
 
-def checks_section(shown: View) -> str:
-    rows = ['<h2>Checks</h2><table><colgroup><col style="width:32%"><col style="width:14%"><col></colgroup>'
-            "<tr><th>check</th><th>status</th><th>nodes</th></tr>"]
-    for group in shown.passed:
-        rows.append('<tr><td>%s</td><td class="pass">pass</td><td>all %d%s</td></tr>' % (
-            esc(group.label), len(group.nodes), esc(("; " + value_range(group)) if value_range(group) else "")))
-    for group in shown.failed + shown.consequential:
-        rows.append('<tr><td>%s</td><td class="fail">fail</td><td>%s (%d of %d)</td></tr>' % (
-            esc(group.label), esc(compact_hosts(group.nodes, 100)), len(group.nodes), group.of))
-    for group in shown.not_judged:
-        rows.append('<tr><td>%s</td><td class="not_judged">not judged</td><td>%s: %d node%s%s</td></tr>' % (
-            esc(group.label), esc(group.status.replace("_", " ")), len(group.nodes),
-            "" if len(group.nodes) == 1 else "s", esc(("; " + value_range(group)) if value_range(group) else "")))
-    rows.append("</table>")
-    return "".join(rows)
+def drill_down(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> List[Dict[str, Any]]:
+    """One <details> per node: its state, last step, throughput against the median, failed checks, steady
+    means and a link to its log."""
+    hosts = hosts_of(document, shown)
+    states = node_states(shown)
+    failed: Dict[str, List[str]] = {}
+    for check in document.get("checks") or []:
+        if isinstance(check, dict) and check.get("status") == FAIL:
+            failed.setdefault(str(check.get("node")), []).append("%s: %s" % (check_label(check), check.get("detail")))
+    values = node_throughput(document, metric) if metric else {}
+    dummy, relative = relative_to_median(values)
+    summaries = (document.get("summary") or {}).get("nodes") or {}
+    nodes = []
+    for host in hosts:
+        summary = summaries.get(host) if isinstance(summaries.get(host), dict) else {}
+        state = states.get(host, PASS)
+        brief = []
+        if summary.get("last_step") is not None:
+            brief.append("last step %s" % summary["last_step"])
+        if host in values:
+            brief.append("%s %s (%s against the median)" % (short_number(values[host]), unit_of(metric),
+                                                            percent(relative[host])))
+        facts = [("exit status", summary.get("exit_code")), ("steps seen", summary.get("steps")),
+                 ("error lines", summary.get("errors"))]
+        steady = summary.get("steady") if isinstance(summary.get("steady"), dict) else {}
+        facts += [("steady %s" % ("step time" if name == "seconds" else name),
+                   "%s %s" % (short_number(stats["mean"]), unit_of(name)))
+                  for name, stats in steady.items() if isinstance(stats, dict) and is_finite_number(stats.get("mean"))]
+        nodes.append({"host": host, "state": state, "state_word": STATE_WORDS[state], "brief": ", ".join(brief),
+                      "log": log_link(host), "failed": failed.get(host, []), "open": state == "culprit",
+                      "facts": [(k, v) for k, v in facts if v not in (None, "")]})
+    return nodes
 
 
-def run_section(document: Mapping[str, Any], shown: View) -> str:
+def checks_of(shown: View) -> List[Dict[str, str]]:
+    rows = [{"label": g.label, "css": "pass", "status": "pass", "nodes": "all %d%s" % (
+        len(g.nodes), ("; " + value_range(g)) if value_range(g) else "")} for g in shown.passed]
+    rows += [{"label": g.label, "css": "fail", "status": "fail", "nodes": "%s (%d of %d)" % (
+        compact_hosts(g.nodes, 100), len(g.nodes), g.of)} for g in shown.failed + shown.consequential]
+    rows += [{"label": g.label, "css": "not_judged", "status": "not judged", "nodes": "%s: %d node%s%s" % (
+        g.status.replace("_", " "), len(g.nodes), "" if len(g.nodes) == 1 else "s",
+        ("; " + value_range(g)) if value_range(g) else "")} for g in shown.not_judged]
+    return rows
+
+
+def run_facts(document: Mapping[str, Any], shown: View) -> List[Tuple[str, Any]]:
     facts = [(key.replace("_", " "), document.get(key)) for key in (
         "run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps", "warmup_steps",
         "straggler_pct", "run_dir", "generated_at", "schema_version")]
     facts.insert(4, ("effective model", model_text(document.get("effective_model"), document.get("model"))))
-    facts.append(("nodes", len(hosts_of(document, shown))))
+    stop = document.get("stop") if isinstance(document.get("stop"), dict) else {}
+    planned = {str(h) for key in ("hosts", "nodes", "never_started") if isinstance(stop.get(key), list)
+               for h in stop[key]}
+    hosts = hosts_of(document, shown)
+    facts.append(("nodes", len(hosts) if hosts or not planned else "%d known to the stop, none judged" % len(planned)))
     judged = document.get("judged")
     if isinstance(judged, list):
         facts.append(("judged metrics", ", ".join(str(m) for m in judged) or "none"))
     facts.append(("teardown", teardown_text(document.get("teardown"))))
-    items = "".join("<dt>%s</dt><dd>%s</dd>" % (esc(k), esc(v)) for k, v in facts if v not in (None, ""))
-    return '<h2>Run</h2><dl class="facts">%s</dl>' % items
+    return [(k, v) for k, v in facts if v not in (None, "")]
 
 
 def model_text(model: Any, key: Any) -> Optional[str]:
@@ -609,13 +791,7 @@ def teardown_text(teardown: Any) -> Optional[str]:
     return "; ".join("%s: %s" % (status, compact_hosts(hosts, 100)) for status, hosts in sorted(groups.items()))
 
 
-def status_cell(status: Any) -> str:
-    if status in NOT_JUDGED:
-        return '<td class="not_judged">not judged</td>'
-    return '<td class="%s">%s</td>' % (esc(status), esc(status))
-
-
-def every_check(document: Mapping[str, Any]) -> str:
+def every_check_of(document: Mapping[str, Any]) -> Dict[str, Any]:
     """Every check by node, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass first and the
     rest left to results.json (the page stays light at 500 nodes)."""
     checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)),
@@ -624,12 +800,10 @@ def every_check(document: Mapping[str, Any]) -> str:
     if len(checks) > EVERY_CHECK_ROWS:
         shown = ([c for c in checks if c.get("status") != PASS] + [c for c in checks if c.get("status") == PASS])
         shown = sorted(shown[:EVERY_CHECK_ROWS], key=lambda c: natural_key(str(c.get("node"))))
-    rows = "".join('<tr><td>%s</td><td>%s</td>%s<td class="detail">%s</td></tr>' % (
-        esc(c.get("node")), esc(check_label(c)), status_cell(c.get("status")), esc(c.get("detail"))) for c in shown)
+    rows = [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail"),
+             "css": "not_judged" if c.get("status") in NOT_JUDGED else c.get("status"),
+             "status": "not judged" if c.get("status") in NOT_JUDGED else c.get("status")} for c in shown]
     more = len(checks) - len(shown)
     summary = "%d checks, by node" % len(checks) + (
         " (the %d that did not pass first; %d more in results.json)" % (len(shown), more) if more else "")
-    return ('<h2>Every check</h2><details%s><summary>%s</summary><table><colgroup>'
-            '<col style="width:16%%"><col style="width:22%%"><col style="width:10%%"><col></colgroup>'
-            '<tr><th>node</th><th>check</th><th>status</th><th>detail</th></tr>%s</table></details>' % (
-                " open" if len(checks) <= 40 else "", esc(summary), rows))
+    return {"rows": rows, "summary": summary, "open": len(checks) <= 40}

@@ -23,6 +23,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import quote, unquote
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
 
 LOCK_NAME = "clusterval.lock"
@@ -81,20 +82,7 @@ def read_lock(path: str) -> Optional[Dict[str, Any]]:
 def take_lock(path: str, record: Mapping[str, str], replace: bool = False) -> bool:
     """Write the lock atomically; False when another lock is there (unless `replace`)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    staging = "%s.%s.%d" % (path, record["run_id"], os.getpid())
-    with open(staging, "w", encoding="utf-8") as handle:
-        json.dump(dict(record), handle)
-    try:
-        if replace:
-            os.replace(staging, path)
-            return True
-        os.link(staging, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        if os.path.exists(staging):
-            os.unlink(staging)
+    return _atomic.write_json(path, dict(record), replace=replace)
 
 
 def index_path(run_id: str, node: str) -> str:
@@ -106,10 +94,7 @@ def record_run(run_id: str, node: str, run_dir: str, data_cache_dir: str) -> Non
     """Put the node's run into the run index (atomically)."""
     path = index_path(run_id, node)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    staging = "%s.%d" % (path, os.getpid())
-    with open(staging, "w", encoding="utf-8") as handle:
-        json.dump({"run_dir": run_dir, "data_cache_dir": data_cache_dir}, handle)
-    os.replace(staging, path)
+    _atomic.write_json(path, {"run_dir": run_dir, "data_cache_dir": data_cache_dir})
 
 
 def indexed_runs(node: str, run_id: str = "") -> Dict[str, Dict[str, str]]:

@@ -3,9 +3,10 @@
 """The validation suite's threshold files: cells of thresholds, each named by the run it is for.
 
 A cell's name lists the run's settings (``NNODES=2,STEPS=30,PRECISION=BF16,BATCH=2,GBS=128,SEQLEN=8192``
-for MaxText, ``MBS=1,GBS=64,PRECISION=FP8`` for Megatron-LM). The cell that judges a run is the one
-whose every setting the run actually has: a run on 4 nodes is never judged by a 2-node cell, even
-when its sweep carries that cell's name. Each metric has a kind: ``min``, ``max`` (and the suite's
+for MaxText, ``MBS=1,GBS=64,PRECISION=FP8`` for Megatron-LM). As in the suite, the cell the sweep names
+judges the run (MaxText: the sweep's name; Megatron-LM: its combination's ``MBS=,GBS=,PRECISION=``).
+Where the name and the run differ (``GBS: the cell says 128, this run has 32``), the differences are
+data of the plan and of the results document, and ``training_require_thresholds`` makes them a FAIL. Each metric has a kind: ``min``, ``max`` (and the suite's
 ``min_tok_s``, ``max_ms``, ``within``, ``min_ratio``) or ``info`` (recorded, never judged).
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ KINDS = {"min": "min", "max": "max", "info": "info", "within": "within", "min_ra
 class CellChoice(NamedTuple):
     name: Optional[str]
     thresholds: List[Dict[str, Any]]
+    differences: List[Dict[str, Any]]
     note: str
 
 
@@ -85,32 +87,34 @@ def same(label: str, actual: Any) -> bool:
         return label.strip().upper() == str(actual).strip().upper()
 
 
-def mismatches(name: str, actual: Mapping[str, Any]) -> List[str]:
-    return ["%s=%s (the run has %s)" % (key, value, actual[key]) for key, value in labels_of(name).items()
+def differences(name: str, actual: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The settings the cell's name states and the run has otherwise: ``{setting, cell, run}``."""
+    return [{"setting": key, "cell": value, "run": actual[key]} for key, value in labels_of(name).items()
             if key in actual and actual[key] is not None and not same(value, actual[key])]
 
 
-def choose(cells: Mapping[str, Dict[str, Any]], actual: Mapping[str, Any], sweep: str, enforce: bool,
+def difference_text(difference: Mapping[str, Any]) -> str:
+    """``GBS: the cell says 128, this run has 32``."""
+    return "%s: the cell says %s, this run has %s" % (difference["setting"], difference["cell"], difference["run"])
+
+
+def choose(cells: Mapping[str, Dict[str, Any]], actual: Mapping[str, Any], named: str, enforce: bool,
            path: str) -> CellChoice:
-    """The cell whose settings are the run's; the sweep's own name breaks a tie."""
-    matching = [name for name in cells if labels_of(name) and not mismatches(name, actual)]
-    if sweep in cells and (sweep in matching or not labels_of(sweep)):
-        chosen: Optional[str] = sweep
-    elif len(matching) == 1:
-        chosen = matching[0]
-    else:
-        chosen = None
+    """The cell the sweep names judges the run, as in the suite; where the name and the run differ, the
+    differences are named (and a FAIL with ``training_require_thresholds``)."""
     run = ",".join("%s=%s" % (key, value) for key, value in actual.items() if value is not None)
-    if chosen is None:
-        why = "%d cells match" % len(matching) if matching else "no cell matches"
-        closest = mismatches(sweep, actual) if sweep in cells else []
-        detail = "; the sweep's own cell differs: %s" % ", ".join(closest) if closest else ""
-        return CellChoice(None, unjudged(cells.get(sweep) or next(iter(cells.values()), {}), path),
-                          "%s: %s this run (%s)%s; its metrics are reported, not judged" % (path, why, run, detail))
-    unknown = [key for key in labels_of(chosen) if key not in actual]
-    note = "%s: cell %s judges this run (%s)%s" % (path, chosen, run, "; not compared: %s" % ", ".join(unknown)
-                                                   if unknown else "")
-    return CellChoice(chosen, thresholds(cells[chosen], enforce), note)
+    if named not in cells:
+        return CellChoice(None, unjudged(next(iter(cells.values()), {}), path), [],
+                          "%s: no cell named %s (the sweep's cell; the file has %s); its metrics are reported, "
+                          "not judged" % (path, named, ", ".join(sorted(cells)) or "none"))
+    found = differences(named, actual)
+    unknown = [key for key in labels_of(named) if key not in actual or actual[key] is None]
+    note = "%s: cell %s judges this run (%s)" % (path, named, run)
+    if found:
+        note += "; the cell is for another run: %s" % "; ".join(difference_text(d) for d in found)
+    if unknown:
+        note += "; not compared: %s" % ", ".join(unknown)
+    return CellChoice(named, thresholds(cells[named], enforce), found, note)
 
 
 def thresholds(cell: Mapping[str, Any], enforce: bool) -> List[Dict[str, Any]]:

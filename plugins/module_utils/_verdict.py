@@ -1,6 +1,6 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The results document's verdict: checks (``_metrics``), culprit (``_culprit``), what was judged, headline.
+"""The results document's verdict: checks (``_metrics``), culprit (``_run_fold.analyse``, the watch's one decision), what was judged, headline.
 
 A PASS is earned: a metric whose threshold is not set, is info only, or is not enforced is named in
 ``unjudged`` and in the headline (``PASS (throughput not judged: no thresholds for ...)``), and with
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils._culprit import analyse, failure_headline
+from ansible_collections.clusterval.training.plugins.module_utils._run_fold import analyse, failure_headline
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import evaluate, failure_line, make_check
 from ansible_collections.clusterval.training.plugins.module_utils._report import SCHEMA_VERSION
@@ -58,6 +58,15 @@ def required_threshold_checks(unjudged: List[Dict[str, str]]) -> List[Dict[str, 
             for u in unjudged if u["reason"] not in (INFO_ONLY, NOT_ENFORCED)]
 
 
+def cell_difference_checks(plan: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """With ``require_thresholds``, a threshold cell named for another run than this one judges nothing."""
+    found = (plan.get("threshold_file") or {}).get("differences") or []
+    cell = (plan.get("threshold_file") or {}).get("cell")
+    return [make_check("cluster", "threshold cell", "fail", str(d["setting"]), d["cell"], d["run"],
+                       "%s: the cell %s says %s, this run has %s, and training_require_thresholds is true"
+                       % (d["setting"], cell, d["cell"], d["run"])) for d in found]
+
+
 def pass_headline(unjudged: List[Dict[str, str]]) -> str:
     throughput = [u["metric"] for u in unjudged if u["metric"] in THROUGHPUT_PREFERENCE and u["reason"] == NOT_SET]
     plain = [u["metric"] for u in unjudged if u["metric"] not in throughput and u["reason"] in (INFO_ONLY, NOT_SET,
@@ -76,20 +85,27 @@ def pass_headline(unjudged: List[Dict[str, str]]) -> str:
 
 
 def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pct: float = 10.0,
-            warmup_steps: Optional[int] = None, require_thresholds: bool = False) -> Dict[str, Any]:
-    """Everything ``training_assert`` returns of the results document (docs/results.md)."""
+            warmup_steps: Optional[int] = None, require_thresholds: bool = False,
+            analysis: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Everything ``training_assert`` returns of the results document (docs/results.md). ``analysis``: the run
+    watch's one decision (``_run_watch.conclude``); without it (a log judged on its own) the same function
+    decides from ``nodes``."""
     outcome = evaluate(plan, nodes, straggler_pct, warmup_steps)
     scope = judged_and_unjudged(plan)
     soften_unenforced(outcome["checks"], scope["unjudged"])
     if require_thresholds:
-        outcome["checks"].extend(required_threshold_checks(scope["unjudged"]))
-    analysis = analyse(nodes)
+        outcome["checks"].extend(required_threshold_checks(scope["unjudged"]) + cell_difference_checks(plan))
+    analysis = analysis if analysis is not None else analyse(nodes)
     failures = [failure_line(c) for c in outcome["checks"] if c["status"] == "fail"]
     culprit = analysis["culprit"]
+    run_cause = analysis.get("run_cause")
+    if run_cause and not failures:
+        failures = ["run: %s: %s" % (run_cause.get("class"), run_cause.get("text"))]
     if culprit:
         failures.sort(key=lambda line: not line.startswith("%s: " % culprit["host"]))
     outcome.update(scope, failures=failures, verdict="FAIL" if failures else "PASS",
                    schema_version=SCHEMA_VERSION, culprit=culprit if failures else None,
+                   run_cause=run_cause if failures else None,
                    consequences=analysis["consequences"] if failures else [],
                    independent_failures=analysis["independent"] if failures else [],
                    require_thresholds=require_thresholds, effective_model=plan.get("effective_model"),

@@ -57,7 +57,7 @@ class Versioned(NamedTuple):
     """A versioned config in the engine's shape, and what the planner needs beyond it."""
     document: Dict[str, Any]
     sweep: str
-    sweep_labels: Dict[str, Any]
+    cell: str
     gpus_per_node: Optional[int]
     enforce_thresholds: bool
     threshold_json: Optional[str]
@@ -274,7 +274,7 @@ def maxtext_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versione
     dataset = str(params.get("dataset_type", "synthetic"))
     config["mock_data"] = "True" if dataset == "synthetic" else "False"
     gpus = training.get("gpus_per_node")
-    return Versioned(document, name, maxtext_labels(params, config), gpus if isinstance(gpus, int) else None,
+    return Versioned(document, name, name, gpus if isinstance(gpus, int) else None,
                      thresholds_enforced(data), threshold_json(data), scaling_baseline(training, "training"),
                      origins, warnings)
 
@@ -358,12 +358,30 @@ def jax_distributed(training: Mapping[str, Any], config: Dict[str, Any], origins
     return env
 
 
-def maxtext_labels(params: Mapping[str, Any], config: Mapping[str, Any]) -> Dict[str, Any]:
-    """The values a threshold cell's name states, as far as the config decides them."""
-    quantization = str(params.get("quantization") or "").lower()
-    return {"STEPS": config.get("training_steps"), "BATCH": params.get("per_device_batch_size"),
-            "SEQLEN": params.get("max_target_length"),
-            "PRECISION": "FP8" if "fp8" in quantization else quantization.upper() or "BF16"}
+def run_labels(framework: str, params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The run's values of the settings a threshold cell's name states, as far as the parameters decide them
+    (the planner adds NNODES, STEPS and MaxText's GBS)."""
+    if framework == MAXTEXT:
+        quantization = str(params.get("quantization") or "").lower()
+        return {"BATCH": params.get("per_device_batch_size"), "SEQLEN": params.get("max_target_length"),
+                "PRECISION": "FP8" if "fp8" in quantization else quantization.upper() or "BF16"}
+    return {"MBS": params.get("micro_batch_size"), "GBS": params.get("batch_size"),
+            "PRECISION": params.get("precision"), "SEQLEN": params.get("sequence_length")}
+
+
+def cell_as_written(data: Mapping[str, Any], versioned: Versioned) -> Versioned:
+    """The cell the sweep names in the config as written (overrides of a combination's batch or precision
+    do not rename its cell: the differences are named instead)."""
+    combination = ((data.get("sweep") or {}).get("combinations") or {}).get(versioned.sweep)
+    if data.get("framework") == "jaxmaxtext" or not isinstance(combination, dict):
+        return versioned
+    return versioned._replace(cell=megatron_cell(combination))
+
+
+def megatron_cell(combo: Mapping[str, Any]) -> str:
+    """The threshold cell a Megatron-LM combination names, as the suite builds it."""
+    return "MBS=%s,GBS=%s,PRECISION=%s" % (combo.get("micro_batch_size"), combo.get("global_batch_size"),
+                                           combo.get("precision"))
 
 
 def warn_unused(data: Mapping[str, Any], training: Mapping[str, Any], warnings: List[str]) -> None:
@@ -429,11 +447,8 @@ def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Version
     config.update(framework=MEGATRON, distributed_training=str(distributed))
     warn_unused_top(data, {"schema_version", "framework", "gpu_arch", "enforce_thresholds", "threshold_json",
                            "config", "model_params", "container", "sweep", "scaling_baseline"}, warnings)
-    labels = {"MBS": params.get("micro_batch_size"), "GBS": params.get("batch_size"),
-              "PRECISION": params.get("precision"), "SEQLEN": params.get("sequence_length"),
-              "STEPS": config.get("training_iterations")}
     document = {"config": config, "model_params": {mode: {model: {gpu_arch: params}}}}
-    return Versioned(document, name, labels, None, thresholds_enforced(data), threshold_json(data),
+    return Versioned(document, name, megatron_cell(combo), None, thresholds_enforced(data), threshold_json(data),
                      scaling_baseline(data, ""), origins, warnings)
 
 

@@ -43,6 +43,13 @@ options:
         keyed by node because home directories are often shared); default the host name.
     type: str
     default: ""
+  taken_over_by:
+    description:
+      - The run taking the node over (C(training_takeover=true)), as C(by) (its run id) and C(controller). Each run
+        removed is told so first in its status directory on the shared cache, which stays for that run's watch to
+        read, so that it reports the takeover instead of blaming a node for its vanished containers.
+    type: dict
+    version_added: 0.3.0
 extends_documentation_fragment:
   - clusterval.training.attributes
 attributes:
@@ -102,13 +109,14 @@ def main():
             data_cache_dir=dict(type="str", default=""),
             timeout=dict(type="float", default=30.0),
             node=dict(type="str", default=""),
+            taken_over_by=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     params = module.params
     node = params["node"] or socket.gethostname()
     outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
-                               module.check_mode, params["timeout"], node)
+                               module.check_mode, params["timeout"], node, params["taken_over_by"])
     msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
                   runs=outcome["runs"], msg=msg)

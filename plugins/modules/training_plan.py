@@ -27,8 +27,10 @@ description:
 options:
   config:
     description:
-      - Path of the training config on the controller, relative to the playbook directory or to the current
-        directory.
+      - Path of the training config on the controller. A relative path is looked for under the current
+        directory, then the playbook's directory, then the collection's own C(configs/) (both
+        C(configs/jax/x.json) and C(jax/x.json) work from an installed collection); the plan's
+        C(config_found_in) and the task's message say which file was used.
     type: path
     required: true
   hosts:
@@ -63,7 +65,18 @@ options:
     description:
       - Deep-merged over the config JSON before planning, in the same shape as the config, for example a
         dict with key C(config) holding C(nccl_ib_hca_list). A V(null) value removes the key.
-    type: dict
+      - For the suite's versioned format, keys at the paths the config uses (C(training.nccl.ib_hca_list),
+        C(container.image)) are merged over the config as written, C(config) over the engine's shape.
+      - Anything but a dict (a list, a string) fails with a message naming C(training_overrides), before any
+        node is touched.
+    type: raw
+    default: {}
+  overrides_extra:
+    description:
+      - Deep-merged over O(overrides) (the playbooks pass C(training_overrides_extra) here, over the
+        inventory's C(training_overrides)); a V(null) stays and removes the config's key.
+      - Anything but a dict fails with a message naming C(training_overrides_extra).
+    type: raw
     default: {}
   iterations:
     description:
@@ -196,6 +209,7 @@ plan:
     framework: maxtext
     simulated: false
     config_name: mi300x_distributed_llama3_1_70b
+    config_found_in: found in the working directory
     run_id: 20261121T101500Z-mi300x_distributed_llama3_1_70b
     mode: multi_node
     model: llama3.1-70b

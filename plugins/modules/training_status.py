@@ -72,7 +72,7 @@ lease_renewed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils._status import poll
+from ansible_collections.clusterval.training.plugins.module_utils._run_node import poll
 
 
 def main():

@@ -6,14 +6,20 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: training_watch
-short_description: One poll of the whole cluster (or of one node) and whether the training is done
+short_description: One step of the run watch - a poll of the whole cluster, a look at one node, or the conclusion
 version_added: 0.1.0
 description:
   - With O(status_dir) (the cluster watch, used with C(run_once)), one call of M(clusterval.training.training_status)
     on the task's host renews the run's lease and reads what every node's supervisor appended to its status stream;
     the node states are decided together and the result is the cluster's (RV(progress) for the whole cluster,
-    RV(failures), RV(suspects)). The node states go to C(<run_dir>/watch/<run_id>/<host>.json) when the watch ends,
-    C(progress.json) there at every poll. The controller's cost per poll does not grow with the number of nodes.
+    RV(failures), RV(suspects)). Each poll loads the watch's memory from C(<run_dir>/watch/<run_id>/run.json) and
+    saves it again (the steps go to C(steps/<host>.jsonl)), with C(progress.json); when the watch ends, the node
+    states go to C(<host>.json) there. Nothing is kept in the worker process between polls.
+  - The controller away for longer than O(lease_timeout) between two polls, a takeover by another run and the status
+    directory removed under the run are the run's cause, said as such; no node is blamed for them.
+  - With O(conclude), the end of the watch - the states with what the direct looks at silent nodes found, decided
+    once (the culprit, or why no node stands out), saved as C(outcome.json); the verdict
+    (M(clusterval.training.training_assert)) and every report use that decision.
   - Every rank's end is required in the cluster watch, the silent ranks of Megatron-LM included; a rank that does
     not exit O(exit_grace) seconds after its job is over fails as a hang, named.
   - Without O(status_dir) (the direct check), the rest of this description applies to one node.
@@ -113,9 +119,37 @@ options:
     type: float
     default: 5
   fresh:
-    description: Direct check - start from an empty state (read the whole log) instead of the saved one.
+    description:
+      - Direct check - a look at a node whose status stopped coming - start from an empty state (read the whole log),
+        and save what was found (reachable over SSH, its log, exit file and container) for O(conclude) in
+        C(<run_dir>/watch/<run_id>/direct/<host>.json) rather than in the node's state.
     type: bool
     default: false
+  lease_timeout:
+    description:
+      - Cluster watch - the supervisors' lease timeout; polls further apart than this mean the controller was away, and
+        the jobs the supervisors stopped for it are not a node's failure.
+    type: float
+    version_added: 0.3.0
+  controller:
+    description:
+      - Cluster watch - the process id of C(ansible-playbook) (C(controller_pid) of M(clusterval.training.training_plan)'s
+        result). A poll whose worker outlived it (the controller was killed) stops renewing the lease instead of keeping
+        the jobs alive.
+    type: int
+    version_added: 0.3.0
+  conclude:
+    description: Decide the run once from the saved states and the direct looks, and save the outcome.
+    type: bool
+    default: false
+    version_added: 0.3.0
+  looks:
+    description:
+      - With O(conclude), host -> the registered result of that host's direct look (O(fresh)). A look that never
+        answered (the connection failed, the task's timeout struck) counts as the node unreachable over SSH.
+    type: dict
+    default: {}
+    version_added: 0.3.0
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -235,4 +269,31 @@ host:
   returned: direct check
   type: str
   sample: node1
+culprit:
+  description:
+    - Cluster watch and O(conclude) - the node singled out by evidence (C(host), C(class), C(step), C(lineno),
+      C(text), C(time), C(evidence)), or null. RV(msg) is then its headline.
+  returned: cluster watch, conclude
+  type: dict
+  sample: {"host": "node2", "class": "node lost", "step": 14, "lineno": null, "time": 1795574232.3,
+           "text": "node2: no status from the node's supervisor for 31 s (timeout 30 s) at step 14", "evidence": "silence"}
+run_cause:
+  description:
+    - Cluster watch and O(conclude) - why no node is named (C(class) controller, lease, takeover, removed, hang,
+      silence or failure; C(text); C(evidence), each failed node's last step and process state), or null.
+  returned: cluster watch, conclude
+  type: dict
+  sample: {"class": "hang", "text": "all 4 nodes stopped after step 11; no node stands out", "time": null}
+consequences:
+  description: O(conclude) - the nodes that failed because of the culprit (or of the run's cause).
+  returned: conclude
+  type: list
+  elements: str
+  sample: [node1, node3]
+independent:
+  description: O(conclude) - the nodes that failed on their own, besides the culprit.
+  returned: conclude
+  type: list
+  elements: str
+  sample: []
 """

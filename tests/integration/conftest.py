@@ -79,10 +79,12 @@ def cannot_run_reason() -> str | None:
     for tool in ("dockerd", "sshd"):
         if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
             return f"{tool} is missing: install docker.io and openssh-server (scripts/setup.sh)"
-    probe = subprocess.run(["ip", "netns", "add", "cvsim-pytest-probe"], capture_output=True, text=True, check=False)
+    # Named per process: test sessions running side by side must not trip over each other's probe.
+    name = f"cvsim-probe-{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"cannot create network namespaces here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "delete", "cvsim-pytest-probe"], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
     return None
 
 

@@ -45,12 +45,12 @@ def ansible_env(tmp_path_factory):
     return env, str(tmp / "hosts.yml")
 
 
-def run_plan(ansible_env, *extra, playbook="playbooks/plan.yml"):
+def run_plan(ansible_env, *extra, playbook="playbooks/plan.yml", cwd=REPO, config=CONFIG):
     env, inventory = ansible_env
-    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook,
-            "-e", "training_config=" + CONFIG, "-e", "training_model=llama3_1_8b",
+    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(REPO, playbook),
+            "-e", "training_config=" + config, "-e", "training_model=llama3_1_8b",
             "-e", "training_gpu_arch=mi300x", *extra]
-    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def task_results(output, name):
@@ -159,3 +159,24 @@ def test_node_view_filter_in_a_playbook_gives_the_same_node_from_both_forms(ansi
         assert compact["own_part"]["container"] == {"env": {"NODE_RANK": str(rank)}}
     assert views["true"]["n3"]["node"]["prints_steps"] is True
     assert views["true"]["n3"]["node"]["container"]["env"]["MASTER_ADDR"] == "10.9.0.1"
+
+
+def test_a_relative_config_not_under_the_working_directory_is_the_collections_and_the_plan_says_so(
+        ansible_env, tmp_path):
+    proc = run_plan(ansible_env, "-e", json.dumps(OVERRIDES), "-e", "training_iterations=10", cwd=str(tmp_path),
+                    config="megatron/mi3xx_megatron_llama_distributed.json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    shown = task_results(proc.stdout, "Show the run")["n1"]["msg"]["config"]
+    assert shown.endswith("/configs/megatron/mi3xx_megatron_llama_distributed.json (found in the collection's "
+                          "configs/ (%s/.collections/ansible_collections/clusterval/training/configs))" % REPO), shown
+    planned = task_results(proc.stdout, "Plan the run")["n1"]["msg"]
+    assert "training config " in planned and "found in the collection's configs/" in planned
+
+
+@pytest.mark.parametrize("variable", ["training_overrides", "training_overrides_extra"])
+def test_overrides_given_as_a_list_fail_with_our_message_before_any_node(ansible_env, variable):
+    proc = run_plan(ansible_env, "-e", json.dumps({variable: [{"config": {"nic_type": "thor2"}}]}))
+    assert proc.returncode != 0
+    failed = task_results(proc.stdout, "Plan the run")["n1"]
+    assert failed["msg"].startswith("%s: expected an object in the config's shape" % variable), failed["msg"]
+    assert "found a list" in failed["msg"] and "combine" not in proc.stdout

@@ -149,10 +149,17 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
                      more_vars={"train_hang_timeout": 8})
     elapsed = time.monotonic() - started
     assert proc.returncode != 0
-    abort = json.loads(watch_file(tmp_path, "abort.json").read_text())
-    assert abort["host"] == nodes[1] or cause == "nan", abort
-    assert cause in abort["msg"].lower() or cause in abort["reason"], abort
-    assert abort["host"] in proc.stdout
+    outcome = json.loads(watch_file(tmp_path, "outcome.json").read_text())
+    culprit = outcome["culprit"]
+    if cause == "hang" and culprit is None:
+        # Lock-step: every rank stops at the hung one's collective; no node is named without evidence.
+        assert "no node stands out" in outcome["run_cause"]["text"], outcome
+        assert "VERDICT: FAIL: hang: " in proc.stdout
+    else:
+        assert culprit["host"] == nodes[1] or cause == "nan", outcome
+        assert cause in (culprit["text"] + culprit["class"]).lower(), outcome
+        assert f"VERDICT: FAIL: {culprit['host']} " in proc.stdout
+        assert results(tmp_path)["culprit"]["host"] == culprit["host"]
     assert elapsed < 150, f"the {cause} took {elapsed:.0f}s to be reported"
     assert_no_training_container(simcluster, nodes)
 

@@ -116,3 +116,48 @@ def test_selection_lists_available_names():
 def test_a_changeme_in_a_key_is_unset_too():
     config = {"env_dict": {"<changeme>_HOME": "/x", "OK": "<changeme>"}, "volume_dict": {"/data": "/data"}}
     assert find_changeme(config, "config") == ["config.env_dict.OK", 'config.env_dict["<changeme>_HOME"]']
+
+
+# -- booleans wherever they appear, overrides of the wrong type ------------------------------------
+
+from ansible_collections.clusterval.training.plugins.module_utils._config import (  # noqa: E402
+    check_overrides, merge_overrides, refuse_non_booleans)
+
+
+@pytest.mark.parametrize("document, path", [
+    ({"config": {"distributed_training": "maybe"}}, "config.distributed_training"),
+    ({"model_params": {"multi_node": {"m": {"mi300x": {"scan_layers": "yes please"}}}}},
+     "model_params.multi_node.m.mi300x.scan_layers"),
+    ({"training": {"maxtext_config": {"packing": 2}}}, "training.maxtext_config.packing"),
+    ({"enforce_thresholds": "sometimes"}, "enforce_thresholds"),
+    ({"training": {"checkpoint_resume": {"enabled": "maybe"}}}, "training.checkpoint_resume.enabled"),
+])
+def test_a_non_boolean_for_a_boolean_key_is_refused_by_its_path(document, path):
+    with pytest.raises(ConfigError) as caught:
+        refuse_non_booleans(document)
+    assert caught.value.path == path and "expected a boolean (true/false)" in caught.value.message
+
+
+def test_booleans_as_the_configs_write_them_pass_and_every_bad_one_is_named():
+    refuse_non_booleans({"config": {"distributed_training": "True", "mock_data": "0", "enable_checkpointing": False},
+                         "model_params": {"x": {"scan_layers": "false", "packing": True, "fsdp": 1}},
+                         "training": {"distributed": "<changeme>"}, "_comment": {"packing": "maybe"}})
+    with pytest.raises(ConfigError) as caught:
+        refuse_non_booleans({"config": {"distributed_training": "maybe", "mock_data": "perhaps"}})
+    assert [p.path for p in caught.value.problems] == ["config.distributed_training", "config.mock_data"]
+
+
+@pytest.mark.parametrize("value, found", [([{"config": {}}], "a list"), ("config.x=1", "a string"), (3, "an integer")])
+def test_overrides_of_the_wrong_type_get_our_message(value, found):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(value, "training_overrides_extra")
+    message = caught.value.message
+    assert message.startswith("training_overrides_extra: expected an object in the config's shape") and found in message
+
+
+def test_extra_overrides_merge_deep_and_keep_a_null_that_removes_the_configs_key():
+    base = {"config": {"a": "1", "container_config": {"volume_dict": {"/x": "/x"}}}}
+    extra = {"config": {"b": "2", "container_config": {"volume_dict": {"/x": None}}}}
+    assert merge_overrides(base, extra) == {"config": {"a": "1", "b": "2", "container_config": {"volume_dict": {"/x": None}}}}
+    assert base["config"] == {"a": "1", "container_config": {"volume_dict": {"/x": "/x"}}}
+    assert check_overrides(None, "training_overrides") == {} and check_overrides({"a": 1}, "x") == {"a": 1}

@@ -119,3 +119,13 @@ def test_wrapped_breaks_long_words_and_cuts():
     lines = _console.wrapped("x" * 500, 40, "  ", 3)
     assert len(lines) == 3 and all(len(line) <= 40 for line in lines) and lines[-1].endswith("...")
     assert _console.wrapped("", 40, "", 3) == []
+
+
+def test_the_verdict_names_where_the_threshold_cell_differs_from_the_run():
+    doc = synthetic_document(2, 20, stragglers=())
+    doc["threshold_file"] = {"cell": "NNODES=2,GBS=128", "differences_text": ["GBS: the cell says 128, this run has 32"]}
+    lines = _console.verdict_lines(doc)
+    assert lines[-2:] == ["threshold cell NNODES=2,GBS=128 is for another run:",
+                          "  GBS: the cell says 128, this run has 32"]
+    del doc["threshold_file"]
+    assert not any(line.startswith("threshold cell") for line in _console.verdict_lines(doc))

@@ -156,19 +156,18 @@ def test_the_baseline_sets_the_ring_expectation():
     assert verdict["all_slow"] == ["all 4 nodes: all_reduce_perf busbw 0.2 GB/s, 50% of the baseline run's 0.5 GB/s"]
 
 
-def test_the_html_section_shows_the_matrix_with_slow_pairs_shaded():
+def test_the_report_shows_the_matrix_with_slow_pairs_shaded():
     verdict = _fabric.judge(HOSTS, slow_node3(), BENCH, {"ratio": 0.5, "across_min_busbw": {"all_reduce_perf": 0.1}})
-    section = _fabric_html.fabric_section(verdict)
-    assert section.startswith('<section id="fabric"><h2>Fabric gate: FAIL</h2><p>fabric gate FAIL: node3 is slow')
-    assert '<tr><th>node3</th><td></td><td style="background:%s">0.003</td><td></td>' % _fabric_html.SLOW in section
-    assert '<td style="background:%s">0.5</td>' % _fabric_html.FAST in section
-    assert _fabric_html.fabric_section({}) == ""
-
-
-def test_the_report_carries_the_fabric_section():
-    verdict = _fabric.judge(HOSTS, slow_node3(), BENCH, {"ratio": 0.5})
     page = html_report({"run_id": "r", "verdict": "FAIL", "checks": [], "fabric": verdict})
-    assert '<section id="fabric">' in page
+    assert '<section id="fabric"><h2>Fabric gate: FAIL</h2><p>fabric gate FAIL: node3 is slow' in page
+    assert '<tr><th>node3</th><td></td><td style="background:%s">0.003</td><td></td>' % _fabric_html.SLOW in page
+    assert '<td style="background:%s">0.5</td>' % _fabric_html.FAST in page
+    assert "Rounds: alone (4 groups, 1.0 s), all (1 groups, 1.0 s), pairs-1" in page
+
+
+def test_a_report_without_a_gate_has_no_fabric_section():
+    assert _fabric_html.fabric_view({}) is None
+    assert 'id="fabric"' not in html_report({"run_id": "r", "verdict": "PASS", "checks": []})
 
 
 def test_the_isolation_advice_is_one_exact_quoted_command():

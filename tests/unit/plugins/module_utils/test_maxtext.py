@@ -35,7 +35,8 @@ def test_yaml_is_typed_and_parses():
                       "quantization": "", "mlp_activations": ["silu", "linear"],
                       "normalization_layer_epsilon": 1e-5, "scan_layers": True, "per_device_batch_size": 2,
                       "tokenizer_path": 'a "quoted": path', "hardware": "gpu"}
-    assert text.splitlines()[0] == 'base_config: "base.yml"'
+    assert text.splitlines()[:2] == ["base_config: base.yml", "run_name: run-1"], "keys in MaxText's order"
+    assert "mlp_activations: [silu, linear]" in text.splitlines()
 
 
 def test_model_key_becomes_model_name_and_contradicting_dimensions_are_reported():
@@ -73,6 +74,14 @@ def test_parallelism_products():
         _maxtext.check_parallelism(dict(ok, ici_data_parallelism="0"), 8, 4, "p")
 
 
-def test_float_rendering_stays_a_yaml_float():
-    for value in (1e-05, 2.5e20, 0.975, 3.0):
-        assert yaml.safe_load("x: " + _maxtext.yaml_scalar(value))["x"] == value
+def test_floats_and_strings_that_look_like_other_types_survive_the_round_trip():
+    values = {"a": 1e-05, "b": 2.5e20, "c": 0.975, "d": 3.0, "e": "1e-5", "f": "true", "g": "", "h": "x: y",
+              "i": "null", "j": "0755"}
+    assert yaml.safe_load(_maxtext.render_yaml(values)) == values
+
+
+def test_a_nested_object_or_a_bad_key_is_refused():
+    with pytest.raises(ConfigError, match="a scalar or a list for MaxText"):
+        _maxtext.render_yaml({"a": {"b": 1}})
+    with pytest.raises(ConfigError, match="a MaxText key"):
+        _maxtext.render_yaml({"a b": 1})

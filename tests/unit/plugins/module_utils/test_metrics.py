@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _metrics
+from ansible_collections.clusterval.training.plugins.module_utils import _metrics, _steady
 
 
 def maxtext_steps(tokens=8600.0, last=29, loss0=12.0, drop=0.1):
@@ -47,7 +47,7 @@ class TestAggregates:
 
     def test_summary_is_keyed_like_result_dict_and_script_summary_fills_gaps(self):
         steps = [{"step": i, "throughput_per_gpu": 500.0, "elapsed_time_per_iteration": 1000.0} for i in range(1, 6)]
-        summary = _metrics.summarize(steps, "megatron", 2, {"tokens_per_gpu": 12786.9, "throughput_per_gpu": 1.0})
+        summary = _steady.summarize(steps, "megatron", 2, {"tokens_per_gpu": 12786.9, "throughput_per_gpu": 1.0})
         assert summary == {"throughput_per_gpu": 500.0, "elapsed_time_per_iteration": 1000.0, "tokens_per_gpu": 12786.9}
 
     def test_direction_per_metric(self):

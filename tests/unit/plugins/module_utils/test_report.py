@@ -56,7 +56,7 @@ def test_results_json_puts_one_check_and_one_node_series_per_line(crash512):
     text = _report.results_json(crash512)
     lines = text.splitlines()
     assert sum(1 for line in lines if line.startswith('    {"actual"')) == len(crash512["checks"])
-    assert sum(1 for line in lines if re.match(r'    "node\d{3}": \{"loss"', line)) == 512
+    assert sum(1 for line in lines if re.match(r'    "node\d{3}": \{"elapsed"', line)) == 512
 
 
 def test_results_document_has_every_key_and_a_headline_for_older_outcomes():
@@ -79,21 +79,24 @@ def test_results_document_keeps_new_outcome_keys_and_drops_ansibles():
 
 # -- JUnit ------------------------------------------------------------------------------------------------
 
-def test_junit_has_one_testcase_per_check_and_failure_messages(junit_schema):
+def cases_of(text):
+    suite = ET.fromstring(text).find("testsuite")
+    return suite, [(c.get("classname"), c.get("name"), c[0].tag if len(c) else None) for c in suite.findall("testcase")]
+
+
+def test_junit_has_a_case_per_check_failures_with_their_messages(junit_schema):
     doc = document()
     text = _report.junit_xml(doc, hostname="controller")
     junit_schema.assertValid(etree.fromstring(text.encode()))
-    suite = ET.fromstring(text).find("testsuite")
-    cases = suite.findall("testcase")
-    assert len(cases) == len(doc["checks"])
-    failed = [c for c in cases if c.find("failure") is not None]
-    assert suite.get("failures") == str(len(failed)) == str(len(doc["failures"]))
+    suite, cases = cases_of(text)
+    assert ("node1", "threshold tokens_per_sec_per_gpu", "failure") in cases
+    assert ("node1", "convergence loss", "failure") in cases and ("node1", "completion step", None) in cases
+    assert suite.get("failures") == str(sum(1 for c in cases if c[2] == "failure")) == str(len(doc["failures"]))
     assert suite.get("errors") == "0" and suite.get("hostname") == "controller"
-    assert suite.get("skipped") == str(sum(c["status"] in ("no_threshold", "info") for c in doc["checks"]))
+    assert suite.get("tests") == str(len(cases))
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", suite.get("timestamp"))
-    messages = {c.find("failure").get("message") for c in failed}
+    messages = {f.get("message") for f in suite.iter("failure")}
     assert "tokens_per_sec_per_gpu 8616.0 < 9000.0 (min, steady mean over steps 3-29)" in messages
-    assert {c.get("classname") for c in cases} == {"node1"}
 
 
 @pytest.mark.parametrize("nodes, crash_at, legacy", [(2, None, False), (64, 41, False), (512, 81, False),
@@ -103,30 +106,80 @@ def test_junit_validates_against_the_jenkins_xunit_schema(junit_schema, nodes, c
     root = etree.fromstring(_report.junit_xml(doc).encode())
     junit_schema.assertValid(root)
     suite = root.find("testsuite")
-    assert int(suite.get("tests")) == len(doc["checks"]) == len(suite.findall("testcase"))
+    assert int(suite.get("tests")) == len(suite.findall("testcase")) <= 10
+    assert (int(suite.get("failures")) + int(suite.get("errors")) > 0) == (doc["verdict"] == "FAIL")
 
 
-def test_junit_leads_with_the_culprit_and_marks_a_simulated_run(crash512):
-    suite = ET.fromstring(_report.junit_xml(crash512)).find("testsuite")
+def test_junit_leads_with_the_culprit_and_groups_its_consequences_in_one_case(crash512):
+    suite, cases = cases_of(_report.junit_xml(crash512))
     first = suite.find("testcase")
-    assert first.get("classname") == "node017" and first.get("name") == "errors crash"
+    assert first.get("classname") == "node017" and first.get("name") == "culprit: errors crash"
     assert first.find("failure").text.startswith(crash512["headline"])
+    assert "node017: training exited with status 1" in first.find("failure").text
+    assert cases[1] == ("node[001-016,018-512]", "consequences of node017", "failure")
+    consequence = suite.findall("testcase")[1].find("failure")
+    assert consequence.get("message") == "511 node(s) stopped as a consequence of node017: node[001-016,018-512]"
+    assert "errors coordination: node[001-016,018-512]" in consequence.text
+    assert ("node[005,040,300]", "threshold tokens_per_sec_per_gpu", "failure") in cases
     assert suite.get("name").endswith("[SIMULATED]")
     properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert properties["simulated"] == "true" and properties["culprit"] == "node017"
     assert properties["consequences"] == "node[001-016,018-512]"
     assert properties["headline"] == crash512["headline"] and properties["effective_model"] == "llama3.1-70b"
-    failed = [c.get("classname") for c in suite.findall("testcase") if c.find("failure") is not None]
-    assert failed[:3] == ["node017"] * 3
-    assert failed.index("node005") < failed.index("node001")   # own failures before the consequences
 
 
-def test_junit_at_512_nodes_stays_small(crash512):
+def test_junit_at_512_nodes_is_a_handful_of_cases(crash512):
     text = _report.junit_xml(crash512)
-    suite = ET.fromstring(text).find("testsuite")
-    passing = [c for c in suite.findall("testcase") if len(c) == 0]
-    assert passing and all(not c.text for c in passing)
-    assert len(text) < 250 * len(crash512["checks"])
+    suite, cases = cases_of(text)
+    assert len(cases) <= 8 and suite.get("failures") == "4" and suite.get("errors") == "0"
+    assert len(text) < 10000
+
+
+def test_a_run_stopped_before_its_verdict_is_an_error_case():
+    from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+    doc = document_of({"run_id": "r1", "config_name": "cfg"}, None, "node2: unreachable over SSH: no route to host",
+                      None, "/tmp/r1")
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert cases == [("run", "stopped before the verdict", "error")]
+    assert suite.get("errors") == "1" and suite.get("tests") == "1"
+    error = suite.find("testcase").find("error")
+    assert "node2: unreachable over SSH: no route to host" in error.text and error.get("type") == "stop"
+
+
+def test_a_stop_with_its_stage_and_nodes_names_them():
+    doc = dict(document(), checks=[], failures=["preflight failed on node3"], verdict="FAIL",
+               stop={"stage": "preflight", "hosts": ["node3"], "never_started": ["node%d" % i for i in range(1, 9)],
+                     "cause": "node3: unreachable"})
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert cases == [("run", "stopped in preflight", "error")]
+    text = suite.find("testcase").find("error").text
+    assert text.splitlines()[0] == "node3: unreachable"
+    assert "nodes: node3" in text and "never started: node[1-8]" in text
+
+
+def test_an_unreachable_node_and_a_failed_teardown_are_errors_not_failures():
+    doc = document()
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    doc["checks"].append({"node": "node2", "check": "progress", "metric": None, "expected": "completed",
+                          "actual": "unreachable", "status": "fail", "detail": "node2: unreachable during the run"})
+    doc.update(verdict="FAIL", failures=["node2: node2: unreachable during the run"],
+               teardown={"node1": {"ok": True}, "node2": {"unreachable": True, "msg": "no route to host"}})
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert ("node2", "progress", "error") in cases and ("node2", "teardown", "error") in cases
+    assert suite.get("failures") == "0" and suite.get("errors") == "2"
+    assert "node2: unreachable (no route to host)" in [e.text for e in suite.iter("error")][1]
+
+
+def test_a_fail_verdict_always_has_a_failing_case():
+    doc = dict(document(), verdict="FAIL", headline="FAIL: run: hang: no node printed a step for 600 s",
+               failures=["run: hang: no node printed a step for 600 s"])
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert cases[0] == ("run", "verdict", "failure") and suite.get("failures") == "1"
+    assert suite.find("testcase").find("failure").text == "run: hang: no node printed a step for 600 s"
+    passing = dict(doc, verdict="PASS", headline="PASS", failures=[])
+    suite, cases = cases_of(_report.junit_xml(passing))
+    assert suite.get("failures") == suite.get("errors") == "0" and cases
 
 
 def test_junit_survives_control_characters_in_log_lines(junit_schema):
@@ -188,7 +241,7 @@ def test_diverging_scale():
 
 def test_html_curves_at_512_nodes_are_a_median_band_and_the_outliers(crash512):
     page = _report.html_report(crash512)
-    throughput = page[page.index("tokens_per_sec_per_gpu (tokens/s/GPU)</text>"):page.index("loss</text>")]
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
     assert throughput.count("<polygon") == 1 and "<title>median</title>" in throughput
     named = re.findall(r"<title>(node\d+)</title>", throughput)
     assert {"node005", "node040", "node300", "node017"} <= set(named) and len(named) <= _report_html.OUTLIERS_MAX + 1
@@ -208,7 +261,7 @@ def test_an_axis_that_does_not_start_at_zero_says_so():
 
 def test_html_curves_at_a_few_nodes_are_one_per_node():
     page = _report.html_report(synthetic_document(3, 40, stragglers=(2,)))
-    throughput = page[page.index("(tokens/s/GPU)</text>"):page.index("loss</text>")]
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
     assert "<polygon" not in throughput
     assert re.findall(r"<title>(node\d+)</title>", throughput) == ["node001", "node002", "node003"]
 
@@ -255,10 +308,17 @@ def test_html_baseline_and_threshold_from_it():
     assert "threshold 8000 from baseline run good-run" in page and "baseline 8421 (run good-run)" in page
 
 
+def chart_of(page, title):
+    """The SVG of the chart with this title."""
+    start = page.index(">%s</text>" % title)
+    return page[start:page.index("</svg>", start)]
+
+
 def test_chart_without_data():
     assert "no data" in _report_html.svg_chart("loss", [], None, [], zero_based=False)
     page = _report.html_report({"verdict": "FAIL", "checks": []})
-    assert "No step series" in page
+    assert "<svg" not in page, "never an empty chart"
+    assert "<b>No curve:</b> the run stopped before any node printed a training step." in page
 
 
 def test_nodes_without_a_throughput_value_are_grey():
@@ -284,7 +344,7 @@ def test_three_reports_at_512_nodes(crash512, tmp_path):
     page = open(paths["report.html"]).read()
     assert page.count('<div class="cell ') == 512 and CRASH_TEXT[:60] in page
     assert json.load(open(paths["results.json"]))["culprit"]["host"] == "node017"
-    assert ET.parse(paths["junit.xml"]).getroot().find("testsuite").get("tests") == str(len(crash512["checks"]))
+    assert int(ET.parse(paths["junit.xml"]).getroot().find("testsuite").get("tests")) <= 8
     print("512 nodes, 100 steps: %.2f s" % elapsed)
 
 
@@ -318,3 +378,121 @@ def test_outliers_are_the_nodes_far_from_the_median_and_the_culprit():
     picked = _report_html.outliers(band, at, 0.05, ["n3"])
     assert [host for host, dummy in picked] == ["slow", "fast", "n3"]
     assert abs(picked[0][1] + 0.2) < 1e-9
+
+
+# -- what people look at: step time, TFLOP/s, wall clock, logs, each node, a run that stopped early ----------
+
+def test_step_time_and_tflops_charts_with_the_nodes_band_and_outliers_named():
+    page = _report.html_report(synthetic_document(64, 60, crash_at=41, stragglers=(5, 40)))
+    step_time = chart_of(page, _report_html.STEP_TIME_TITLE)
+    assert step_time.count("<polygon") == 1 and "<title>median</title>" in step_time
+    assert {"node005", "node040"} <= set(re.findall(r"<title>(node\d+)</title>", step_time))
+    tflops = chart_of(page, "tflops_per_sec_per_gpu (TFLOP/s/GPU)")
+    assert tflops.count("<polygon") == 1 and "<title>node005</title>" in tflops
+    legend = page[page.index(_report_html.STEP_TIME_TITLE):]
+    assert re.search(r"node005 \+1\d\.\d% against the median", legend), "a slow node's steps take longer"
+
+
+def test_every_chart_has_a_wall_clock_row_from_the_steps_durations():
+    doc = synthetic_document(2, 40, stragglers=())
+    page = _report.html_report(doc)
+    throughput = chart_of(page, "tokens_per_sec_per_gpu (tokens/s/GPU)")
+    assert "step; below it, the wall clock (since the first step)" in throughput
+    assert re.search(r'fill="#59636e" text-anchor="middle" font-family="sans-serif">\+0:\d\d</text>', throughput)
+    elapsed = doc["series"]["node001"]["elapsed"]
+    assert elapsed[0][0] == 0 and elapsed[-1][1] > elapsed[0][1]
+    for summary in doc["summary"]["nodes"].values():
+        summary["started_at"] = 1795256400.0      # 2026-11-21 10:20:00 UTC
+    clock = _report_html.clock_of(doc)
+    assert clock.axis == "wall clock (UTC)" and clock.label(0).startswith("10:20:0")
+    assert "wall clock (UTC)" in _report.html_report(doc)
+
+
+def test_each_node_links_its_log_and_has_its_own_details(crash512):
+    page = _report.html_report(crash512)
+    assert page.count('<details class="node') == 512 + 4                 # and the culprit's and 3 failed nodes' above
+    assert '<details class="every-node"><summary>every node (512)</summary>' in page
+    assert page.count('href="logs/node017/training.log"') == 3          # its grid cell and its details (twice)
+    small = _report.html_report(synthetic_document(8, 20, crash_at=10))
+    assert small.count('<details class="node') == 8 and "every-node" not in small
+    culprit = re.search(r'<details class="node s-culprit" open><summary><b>node017</b>.*?</details>', page).group(0)
+    assert "errors crash: crash at line 4117" in culprit and "exit status</dt><dd>1</dd>" in culprit
+    odd = synthetic_document(2, 20, stragglers=())
+    odd["series"] = {"a b/c": odd["series"]["node001"]}
+    assert 'href="logs/a%20b%2Fc/training.log"' in _report.html_report(odd)
+
+
+def test_a_run_that_stopped_early_says_where_and_why_there_is_no_curve():
+    from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+    doc = document_of({"run_id": "r1", "config_name": "cfg"}, None, "node3: unreachable over SSH: no route to host",
+                      None, "/tmp/r1")
+    doc["stop"] = {"stage": "preflight", "hosts": ["node3"], "never_started": ["node1", "node2", "node3"]}
+    page = _report.html_report(doc)
+    assert "No check failed" not in page and "<svg" not in page and "(see above)" not in page
+    assert "<h3>The run stopped in preflight, before any training step</h3>" in page
+    assert "<b>nodes that never started:</b> node[1-3]" in page and "<b>nodes:</b> node3" in page
+    assert "<b>No curve:</b> the run stopped in preflight before any node printed a training step." in page
+    assert "The run stopped before any check could judge it:" in page
+    assert '<li class="detail">node3: unreachable over SSH: no route to host</li>' in page
+
+
+def test_a_fail_without_a_failed_check_never_says_no_check_failed():
+    doc = dict(document(), verdict="FAIL", headline="FAIL: run: hang: no node printed a step for 600 s",
+               failures=["run: hang: no node printed a step for 600 s"])
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    page = _report.html_report(doc)
+    assert "No check failed" not in page and "No single check failed, but the run did:" in page
+    assert "run: hang: no node printed a step for 600 s" in page
+
+
+def test_the_threshold_cell_and_where_it_differs_from_the_run_are_shown():
+    doc = synthetic_document(2, 20, stragglers=())
+    doc["threshold_file"] = {"path": "/c/x_threshold.json", "cell": "NNODES=2,GBS=128", "note": "",
+                             "differences_text": ["GBS: the cell says 128, this run has 32"]}
+    page = _report.html_report(doc)
+    assert "<b>Threshold cell:</b> NNODES=2,GBS=128 judges this run (x_threshold.json)" in page
+    assert "<li>GBS: the cell says 128, this run has 32</li>" in page
+
+
+def test_every_page_is_one_self_contained_file():
+    from ansible_collections.clusterval.training.plugins.module_utils._results import document_of
+    for doc in (synthetic_document(2, 20), synthetic_document(64, 40, crash_at=30),
+                document_of({"run_id": "r"}, None, "stopped", None, "/tmp/r")):
+        page = _report.html_report(doc)
+        assert "https://" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        for needle in ("<script", "<link", "<img", "@import", "url(", "src=", "{{", "{%"):
+            assert needle not in page
+        assert ".grid>a" in page, "the style is not escaped"
+
+
+def test_a_run_cause_when_no_node_stands_out_is_an_error_case_and_a_box():
+    doc = dict(document(), verdict="FAIL", headline="FAIL: run: hang: no node stands out",
+               failures=["run: hang: no node stands out"],
+               run_cause={"class": "hang", "text": "no node stands out: every node stopped at step 7",
+                          "evidence": {"node1": {"step": 7, "reason": "hang", "process": {"state": "S", "stack": "x"}},
+                                       "node2": {"step": None, "reason": "hang", "process": {}}}})
+    doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
+    suite, cases = cases_of(_report.junit_xml(doc))
+    assert cases[0] == ("run", "run hang", "error") and suite.get("errors") == "1"
+    assert ("run", "verdict", "failure") not in cases
+    page = _report.html_report(doc)
+    assert "<h3>No node stands out: hang</h3><pre>no node stands out: every node stopped at step 7</pre>" in page
+    assert "<tr><td>node1</td><td>7</td><td>hang</td><td>state=S</td></tr>" in page
+    assert "<tr><td>node2</td><td></td><td>hang</td><td></td></tr>" in page
+
+
+def test_a_curve_without_values_is_named_not_drawn_empty():
+    doc = synthetic_document(4, 20, stragglers=())
+    for series in doc["series"].values():
+        series.pop("seconds")
+    page = _report.html_report(doc)
+    assert _report_html.STEP_TIME_TITLE not in page
+    assert '<p class="muted">No step-time curve: the step lines carry no step time.</p>' in page
+    assert page.count("<svg") == 3
+
+
+def test_large_y_ticks_fit_the_left_margin():
+    curve = [_report_html.Curve("node1", [(0.0, 10.0), (10.0, 12.0)], "#000000")]
+    level = [_report_html.Level(1e9, "threshold 1000000000", "#cf222e", "6 4")]
+    chart = _report_html.svg_chart("tflops", curve, None, level, zero_based=True)
+    assert ">1e+09</text>" in chart and ">1000000000</text>" not in chart

@@ -114,3 +114,36 @@ def test_megatron_root_is_where_the_training_script_runs():
     assert megatron_plan({})["nodes"]["n1"]["launch"]["workdir"] == "/workspace/Megatron-LM"
     with pytest.raises(ConfigError, match=r"config\.megatron_root: expected an absolute path"):
         megatron_plan({"megatron_root": "Megatron-LM"})
+
+
+def test_the_single_node_configs_own_nccl_settings_win_over_the_single_node_defaults():
+    name = "jax/mi300x_jax_llama3_1_70b_single.json"
+    raw = suite_config(name)["config"]["env_vars"]
+    assert raw["NCCL_P2P_DISABLE"] == "1"
+    result = plan_run(suite_config(name), HOSTS[:1], PlanOptions(config_path=name, overrides=SITE, run_id="r1"))
+    env = result["nodes"]["n1"]["container"]["env"]
+    assert result["mode"] == "single_node"
+    assert (env["NCCL_P2P_DISABLE"], env["NCCL_IB_DISABLE"], env["NCCL_SHM_DISABLE"]) == ("1", "1", "0")
+    for variable, value in raw.items():
+        assert env[variable] == value, variable
+
+
+def test_without_a_setting_of_its_own_a_single_node_run_has_the_suites_defaults():
+    name = "jax/mi35x_jax_llama3_1_70b_single.json"
+    result = plan_run(suite_config(name), HOSTS[:1], PlanOptions(config_path=name, overrides=SITE, run_id="r1"))
+    env = result["nodes"]["n1"]["container"]["env"]
+    assert (env["NCCL_P2P_DISABLE"], env["NCCL_IB_DISABLE"], env["NCCL_SHM_DISABLE"]) == ("0", "1", "0")
+
+
+def test_a_non_boolean_for_a_boolean_key_is_refused_wherever_it_appears():
+    config = suite_config(JAX_CURRENT)
+    config["config"]["distributed_training"] = "maybe"
+    with pytest.raises(ConfigError, match=r"^config\.distributed_training: expected a boolean \(true/false\), "
+                                          r"found 'maybe'"):
+        plan_run(config, HOSTS, PlanOptions(config_path=JAX_CURRENT, overrides=SITE, run_id="r1"))
+    with pytest.raises(ConfigError, match=r"^config\.mock_data: expected a boolean"):
+        plan(JAX_CURRENT, overrides={"config": dict(SITE["config"], mock_data="perhaps")})
+    versioned = suite_config("jaxmaxtext/mi300x_jaxmaxtext_llama-3.3-70b_distributed.json")
+    versioned["training"]["maxtext_config"]["scan_layers"] = "maybe"
+    with pytest.raises(ConfigError, match=r"^training\.maxtext_config\.scan_layers: expected a boolean"):
+        plan_run(versioned, HOSTS, PlanOptions(config_path="x.json", overrides=SITE, run_id="r1"))

@@ -1,7 +1,7 @@
 """Culprit analysis, earned PASS and required thresholds (issue 9, items 1 and 4)."""
 from __future__ import annotations
 
-from ansible_collections.clusterval.training.plugins.module_utils import _culprit, _verdict
+from ansible_collections.clusterval.training.plugins.module_utils import _run_fold, _verdict
 
 FINAL = 5
 
@@ -47,7 +47,7 @@ def four_node_crash_on_node3():
 def test_the_culprit_of_a_four_node_crash_is_node3_with_its_exception_line():
     outcome = _verdict.verdict(plan(), four_node_crash_on_node3())
     assert outcome["verdict"] == "FAIL"
-    assert outcome["culprit"] == {"host": "node3", "class": "crash", "step": 3, "lineno": 10, "time": 101.0,
+    assert outcome["culprit"] == {"host": "node3", "class": "crash", "step": 3, "lineno": 10, "time": 101.0, "evidence": "line",
                                   "text": "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: RCCL operation failed"}
     assert outcome["consequences"] == ["node1", "node2", "node4"]
     assert outcome["headline"] == ("FAIL: node3 crash at step 3: jaxlib.xla_extension.XlaRuntimeError: INTERNAL: "
@@ -64,7 +64,7 @@ def test_an_earlier_consequence_line_does_not_make_its_node_the_culprit():
 def test_order_by_log_time_before_poll_time():
     nodes = {"node1": crashed([error("RuntimeError: a", time=200.0, first_seen=90.0)], 90.0),
              "node2": crashed([error("RuntimeError: b", time=150.0, first_seen=95.0)], 95.0)}
-    analysis = _culprit.analyse(nodes)
+    analysis = _run_fold.analyse(nodes)
     assert analysis["culprit"]["host"] == "node2" and analysis["independent"] == ["node1"]
 
 
@@ -73,7 +73,7 @@ def test_a_node_that_only_exited_after_another_failed_is_a_consequence():
                                      first_seen=10.0)], 10.0),
              "node2": {"steps": steps(last=2), "last_step": 2, "exit_code": 137, "errors": [], "reason": "exit",
                        "failed_at": 12.0, "msg": "node2: exited with status 137"}}
-    analysis = _culprit.analyse(nodes)
+    analysis = _run_fold.analyse(nodes)
     assert analysis["culprit"]["host"] == "node1" and analysis["culprit"]["class"] == "disk"
     assert analysis["consequences"] == ["node2"]
 

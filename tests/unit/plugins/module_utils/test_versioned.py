@@ -50,16 +50,16 @@ def test_maxtext_config_and_the_sweep_reach_maxtexts_yaml_typed():
     result = plan()
     yaml = maxtext_yaml(result).splitlines()
     assert result["framework"] == "maxtext" and result["mode"] == "multi_node" and result["sweep"] == BF16
-    for line in ('model_name: "llama3.3-70b"', "steps: 10", "enable_checkpointing: false", "per_device_batch_size: 2",
-                 'quantization: ""', "ici_fsdp_parallelism: 8", "dcn_data_parallelism: -1", "scan_layers: true",
-                 'tokenizer_path: "/home/root/cache/maxtext/Meta-Llama-70-B"'):
+    for line in ("model_name: llama3.3-70b", "steps: 10", "enable_checkpointing: false", "per_device_batch_size: 2",
+                 "quantization: ''", "ici_fsdp_parallelism: 8", "dcn_data_parallelism: -1", "scan_layers: true",
+                 "tokenizer_path: /home/root/cache/maxtext/Meta-Llama-70-B"):
         assert line in yaml, line
     assert result["trains_model"] == "llama3.3-70b"
 
 
 def test_another_sweep_is_chosen_by_name_and_brings_its_overrides_and_its_cell():
     result = plan(sweep=FP8)
-    assert 'quantization: "nanoo_fp8"' in maxtext_yaml(result).splitlines()
+    assert "quantization: nanoo_fp8" in maxtext_yaml(result).splitlines()
     assert result["threshold_file"]["cell"] == FP8
     file = json.load(open(JAX.replace(".json", "_threshold.json"), encoding="utf-8"))
     assert by_metric(result)["tokens_per_sec_per_gpu"]["value"] == file[FP8]["training.tokens_per_sec_per_gpu"]["value"]
@@ -118,21 +118,45 @@ def test_the_cell_whose_settings_are_the_runs_judges_it_with_its_kinds():
     assert thresholds["step_time_p95_ms"]["kind"] == "info" and not thresholds["step_time_p95_ms"]["set"]
 
 
-def test_a_run_on_other_nodes_than_its_cell_says_is_not_judged_by_it():
+def test_a_run_on_other_nodes_than_its_cell_says_is_judged_by_its_named_cell_and_the_differences_named():
     result = plan(nodes=4, change=lambda c: c["training"]["maxtext_config"].update(dcn_data_parallelism=-1))
-    assert result["threshold_file"]["cell"] is None
-    note = next(w for w in result["warnings"] if "no cell matches" in w)
-    assert "NNODES=2 (the run has 4), GBS=32 (the run has 64)" in note
-    assert all(not t["set"] for t in result["thresholds"])
+    assert result["threshold_file"]["cell"] == BF16, "the sweep's cell judges the run, as in the suite"
+    assert result["threshold_file"]["differences"] == [{"setting": "NNODES", "cell": "2", "run": 4},
+                                                       {"setting": "GBS", "cell": "32", "run": 64}]
+    assert result["threshold_file"]["differences_text"] == ["NNODES: the cell says 2, this run has 4",
+                                                            "GBS: the cell says 32, this run has 64"]
+    note = next(w for w in result["warnings"] if "the cell is for another run" in w)
+    assert "GBS: the cell says 32, this run has 64" in note
+    assert by_metric(result)["tokens_per_sec_per_gpu"]["set"]
+    assert not _verdict.cell_difference_checks(plan()), "a run the cell is for has no difference"
+    checks = _verdict.cell_difference_checks(result)
+    assert [(c["metric"], c["status"]) for c in checks] == [("NNODES", "fail"), ("GBS", "fail")]
+    assert "training_require_thresholds is true" in checks[1]["detail"]
+
+
+def test_require_thresholds_fails_a_run_judged_by_a_cell_for_another_run():
+    result = plan(iterations=12)
+    steps = [{"step": s, "loss": 9.0 - s * 0.1, "tokens_per_sec_per_gpu": 5000.0, "tflops_per_sec_per_gpu": 400.0,
+              "seconds": 1.0} for s in range(12)]
+    nodes = {host: {"steps": steps, "last_step": 11, "exit_code": 0, "errors": []} for host in ("n1", "n2")}
+    assert _verdict.verdict(result, nodes)["verdict"] == "PASS"
+    strict = _verdict.verdict(result, nodes, require_thresholds=True)
+    assert strict["verdict"] == "FAIL"
+    assert strict["failures"] == ["cluster: STEPS: the cell %s says 10, this run has 12, and "
+                                  "training_require_thresholds is true" % BF16]
+    assert strict["threshold_file"]["differences_text"] == ["STEPS: the cell says 10, this run has 12"]
+
+
+def test_a_sweep_whose_cell_the_file_lacks_is_not_judged():
+    def rename(config):
+        config["training"]["sweeps"][0]["name"] = "NNODES=2,STEPS=10,PRECISION=BF16,BATCH=2,GBS=32,SEQLEN=4096"
+        config["training"]["enabled_sweep_list"] = [config["training"]["sweeps"][0]["name"]]
+    result = plan(change=rename)
+    assert result["threshold_file"]["cell"] is None and all(not t["set"] for t in result["thresholds"])
+    assert any("no cell named NNODES=2,STEPS=10,PRECISION=BF16,BATCH=2,GBS=32,SEQLEN=4096" in w
+               for w in result["warnings"])
     unjudged = _verdict.judged_and_unjudged(result)["unjudged"]
-    headline = _verdict.pass_headline(unjudged)
-    assert headline.startswith("PASS (not judged (no cell of mi300x_jaxmaxtext_llama-3.3-70b_distributed_threshold."
-                               "json for this run): tflops_per_sec_per_gpu, tokens_per_sec_per_gpu")
     assert _verdict.required_threshold_checks(unjudged), "training_require_thresholds turns it into a FAIL"
-
-
-def test_other_steps_than_the_cells_are_not_judged_by_it():
-    assert plan(iterations=12)["threshold_file"]["cell"] is None
 
 
 def test_without_a_threshold_file_the_metrics_are_reported_not_judged(tmp_path):
@@ -257,3 +281,31 @@ def test_with_enforce_thresholds_false_a_missed_threshold_is_reported_not_failed
     assert [c["status"] for c in missed] == ["info", "info"] and missed[0]["detail"].endswith("(not enforced)")
     assert "tokens_per_sec_per_gpu 500.0 < 962.0" in missed[0]["detail"]
     assert plan()["thresholds"][1]["enforce"] is True
+
+
+def test_overrides_at_the_paths_the_config_and_its_errors_use_are_applied():
+    config = load_config_file(JAX)
+    with pytest.raises(ConfigError, match=r"training\.nccl\.ib_hca_list"):
+        plan_run(config, hosts(), PlanOptions(config_path=JAX, run_id="r1"))
+    written = {"training": {"nccl": {"ib_hca_list": "mlx5_0,mlx5_1", "ib_hca": "mlx5_0,mlx5_1", "socket_ifname": "ib0",
+                                     "gloo_socket_ifname": "ib0"}, "env_vars": {"NCCL_DEBUG": "INFO"}}}
+    result = plan_run(config, hosts(), PlanOptions(config_path=JAX, run_id="r1", overrides=written))
+    env = result["nodes"]["n1"]["container"]["env"]
+    assert (env["NCCL_IB_HCA"], env["NCCL_SOCKET_IFNAME"], env["NCCL_DEBUG"]) == ("mlx5_0,mlx5_1", "ib0", "INFO")
+    engine = plan_run(config, hosts(), PlanOptions(config_path=JAX, run_id="r1", overrides=SITE))
+    assert engine["nodes"]["n1"]["container"]["env"]["NCCL_IB_HCA"] == "bnxt_re0,bnxt_re1", "the engine's paths too"
+
+
+def test_a_megatron_override_at_the_containers_path_is_applied():
+    result = plan(MEGATRON, change=set_in(("container", "image"), "<changeme>"))
+    assert result["nodes"]["n1"]["container"]["image"] == "rocm/megatron-lm:v25.5_py310"
+    config = load_config_file(MEGATRON)
+    config["container"]["image"] = "<changeme>"
+    site = {"config": {key: value for key, value in SITE["config"].items() if key != "container_image"}}
+    written = dict(site, container={"image": "registry.local/megatron:1"},
+                   sweep={"combinations": {"llama3_3_70b-mi325-bs64-mbs1-fp8": {"global_batch_size": "128"}}})
+    result = plan_run(config, hosts(), PlanOptions(config_path=MEGATRON, run_id="r1", overrides=written))
+    assert result["nodes"]["n1"]["container"]["image"] == "registry.local/megatron:1"
+    assert result["nodes"]["n1"]["container"]["env"]["BS"] == "128"
+    assert result["threshold_file"]["cell"] == "MBS=1,GBS=64,PRECISION=FP8", "the cell the config names"
+    assert result["threshold_file"]["differences_text"] == ["GBS: the cell says 64, this run has 128"]

@@ -1,6 +1,8 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The node-side supervisor: the training container's first process on every node.
+"""The node side of the run: the supervisor, and the one read of every node's status stream.
+
+The supervisor is the training container's first process on every node.
 
 It waits for the gang start, runs the launch script as its child, parses the training log incrementally
 with ``_logs`` and appends what it found to its node's status stream on the shared ``data_cache_dir``
@@ -12,20 +14,26 @@ The container ends with it: no job outlives its run. Standard library only (it r
 image); Python 3.6+.
 
 Stream records (``t``): ``up`` (waiting for the gang start), ``start`` (child started), ``step``,
-``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``exit`` (the end:
+``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``sample`` (after
+``sample_after_s`` without a new step, and again each time as long: the state and kernel wait channel of every
+process of the job, and its Python stacks where ``py-spy`` is in the image), ``exit`` (the end:
 ``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch).
+
+``poll`` (the module clusterval.training.training_status, on one node) renews the lease and reads what every
+supervisor appended since the previous poll.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 STOP_GRACE_S = 10.0
@@ -49,14 +57,6 @@ def append_records(path: str, records: List[Dict[str, Any]], fresh: bool = False
         os.write(fd, data.encode("utf-8"))
     finally:
         os.close(fd)
-
-
-def write_atomically(path: str, data: Dict[str, Any]) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".status-", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, allow_nan=True)
-    os.replace(tmp, path)
 
 
 def read_small(path: str) -> Optional[str]:
@@ -120,6 +120,9 @@ class Supervisor:
         self.last_step: Optional[int] = None
         self.signalled: Optional[int] = None
         self.started_at: Optional[float] = None
+        self.sample_after_s = float(config.get("sample_after_s") or 0)
+        self.quiet_since = time.monotonic()
+        self.sampled_at: Optional[float] = None
 
     # -- the records -------------------------------------------------------------------------------
 
@@ -138,7 +141,7 @@ class Supervisor:
 
     def write_status(self, record: Dict[str, Any]) -> None:
         try:
-            write_atomically(self.status_file, dict(record, host=self.host))
+            _atomic.write_json(self.status_file, dict(record, host=self.host))
         except OSError:
             pass
 
@@ -161,6 +164,7 @@ class Supervisor:
         for step in result.get("steps") or []:
             if self.last_step is None or step.get("step", -1) > self.last_step:
                 self.last_step = step.get("step", self.last_step)
+                self.quiet_since = time.monotonic()
                 records.append(dict(step, t="step", time=step.get("time") or now))
         for error in result.get("errors") or []:
             records.append(dict(error, t="error", first_seen=error.get("first_seen") or now))
@@ -245,9 +249,20 @@ class Supervisor:
                 exit_code = self.stop_child()
                 return self.finish(records + self.parse(final=True), exit_code, reason)
             beat = self.beat()
-            self.emit(records + [beat])
+            self.emit(records + self.sample() + [beat])
             self.write_status(beat)
             time.sleep(self.poll_s)
+
+    def sample(self) -> List[Dict[str, Any]]:
+        """Evidence of where a quiet job waits, once it was quiet for ``sample_after_s``, and again as long after."""
+        now = time.monotonic()
+        if not self.sample_after_s or self.child is None or now - self.quiet_since < self.sample_after_s:
+            return []
+        if self.sampled_at is not None and now - self.sampled_at < self.sample_after_s:
+            return []
+        self.sampled_at = now
+        return [dict(process_sample(self.child.pid), t="sample", time=time.time(), after_step=self.last_step,
+                     quiet_s=round(now - self.quiet_since, 1))]
 
     def finish(self, records: List[Dict[str, Any]], exit_code: Optional[int], reason: str) -> Dict[str, Any]:
         record = {"t": "exit", "time": time.time(), "exit_code": exit_code, "reason": reason,
@@ -283,6 +298,46 @@ class Supervisor:
         self.signalled = signum
 
 
+# Process states from the most to the least telling: stuck in the kernel, running, sleeping.
+STATE_ORDER = "DRSTtZXI"
+
+
+def job_processes(session: int, proc: str = "/proc") -> List[Dict[str, Any]]:
+    """Every process of the job's session (the launch script started it with a session of its own)."""
+    found = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        stat = read_small(os.path.join(proc, name, "stat"))
+        if not stat or ")" not in stat:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if len(fields) > 3 and fields[3] == str(session):
+            wchan = (read_small(os.path.join(proc, name, "wchan")) or "").strip()
+            found.append({"pid": int(name), "comm": comm, "state": fields[0], "wchan": wchan if wchan != "0" else ""})
+    return found
+
+
+def process_sample(session: int, proc: str = "/proc") -> Dict[str, Any]:
+    """The job's processes, the most telling one's state and wait channel, and py-spy's stacks where it exists."""
+    processes = job_processes(session, proc)
+    sample: Dict[str, Any] = {"processes": processes[:32]}
+    if processes:
+        first = min(processes, key=lambda p: (STATE_ORDER.find(p["state"]) % len(STATE_ORDER), p["pid"]))
+        sample.update(state=first["state"], wchan=first["wchan"], comm=first["comm"])
+    python = next((p for p in processes if p["comm"].startswith("python")), None)
+    spy = shutil.which("py-spy")
+    if spy and python:
+        try:
+            dump = subprocess.run([spy, "dump", "--pid", str(python["pid"])], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=10, check=False)
+            sample["stack"] = dump.stdout.decode("utf-8", "replace")[:4000]
+        except (OSError, subprocess.SubprocessError) as exc:
+            sample["stack"] = "py-spy failed: %s" % exc
+    return sample
+
+
 def main(argv: List[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: supervise.py CONFIG.json\n")
@@ -290,3 +345,62 @@ def main(argv: List[str]) -> int:
     with open(argv[1]) as handle:
         config = json.load(handle)
     return Supervisor(config).run()
+
+
+# -- one read of every stream ---------------------------------------------------------------------
+
+TAKEOVER_FILE = "taken_over.json"
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+def read_new_lines(path: str, offset: int, max_bytes: int) -> Tuple[List[Dict[str, Any]], int, Optional[int]]:
+    """The complete JSON lines after ``offset`` (at most about ``max_bytes``), the new offset and the file size.
+    A line still being written (no newline yet) waits for the next read. A stream shorter than ``offset`` was
+    started anew by a new supervisor: it is read from its start, marked by a ``restarted`` record."""
+    restarted: List[Dict[str, Any]] = []
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size < offset:
+                offset, restarted = 0, [{"t": "restarted"}]
+            handle.seek(offset)
+            data = handle.read(max(0, min(max_bytes, size - offset)))
+    except FileNotFoundError:
+        return [], offset, None
+    end = data.rfind(b"\n") + 1
+    records = []
+    for raw in data[:end].splitlines():
+        try:
+            record = json.loads(raw.decode("utf-8", "replace"))
+        except ValueError:
+            record = {"t": "garbled", "text": raw[:200].decode("utf-8", "replace")}
+        records.append(record if isinstance(record, dict) else {"t": "garbled", "text": str(record)[:200]})
+    return restarted + records, offset + end, size
+
+
+def read_all(status_dir: str, hosts: Sequence[str], offsets: Mapping[str, int],
+             max_bytes: int = DEFAULT_MAX_BYTES) -> Dict[str, Dict[str, Any]]:
+    """{host: {records, offset, size}}; ``size`` is None when the node wrote no stream yet."""
+    found = {}
+    for host in hosts:
+        records, offset, size = read_new_lines(os.path.join(status_dir, "nodes", "%s.jsonl" % host),
+                                               int(offsets.get(host) or 0), max_bytes)
+        found[host] = {"records": records, "offset": offset, "size": size}
+    return found
+
+
+def poll(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The module's work: renew the lease first (a slow read must not let it lapse), then read. A status
+    directory removed under the run, or a run taken over by another, is said as such."""
+    status_dir = params["status_dir"]
+    if not os.path.isdir(status_dir):
+        return {"missing": True, "status_dir": status_dir, "nodes": {}, "lease_renewed": False}
+    taken = read_small(os.path.join(status_dir, TAKEOVER_FILE))
+    if taken is not None:
+        return {"taken_over": parse_lease(taken), "nodes": {}, "lease_renewed": False}
+    lease = params.get("lease")
+    if lease is not None:
+        _atomic.write_json(os.path.join(params["status_dir"], "lease"), dict(lease))
+    nodes = read_all(params["status_dir"], params["hosts"], params.get("offsets") or {},
+                     params.get("max_bytes") or DEFAULT_MAX_BYTES)
+    return {"nodes": nodes, "lease_renewed": lease is not None}

@@ -1,6 +1,7 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The launch script: the training container's command on every node."""
+"""What is shipped to every node to run its rank: the launch script, the supervisor's files and config, and
+the container's command (the supervisor, which runs the launch script as its child)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,9 @@ import os
 import re
 import shlex
 from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON
 
 # Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
 HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
@@ -43,18 +47,19 @@ def prelude_block(prelude: Sequence[str]) -> list:
     return list(prelude)
 
 
-# -- the node-side supervisor (plugins/module_utils/_supervise.py) --------------------------------
+# -- the node-side supervisor (plugins/module_utils/_run_node.py) ---------------------------------
 
 SUPERVISOR_DIR = "supervisor"
 STATUS_ROOT = ".clusterval-status"
 PACKAGE = "ansible_collections.clusterval.training.plugins.module_utils"
 PACKAGE_PATH = PACKAGE.replace(".", "/")
-IMPORT_RE = re.compile(r"^\s*from ansible_collections\.clusterval\.training\.plugins\.module_utils\.(\w+) import",
-                       re.MULTILINE)
+# Both import forms: ``from <package>._name import x`` and ``from <package> import _a, _b``.
+IMPORT_RE = re.compile(r"^\s*from ansible_collections\.clusterval\.training\.plugins\.module_utils"
+                       r"(?:\.(\w+) import| import ([\w, ]+)$)", re.MULTILINE)
 BOOTSTRAP = (
     "import os, sys\n"
     "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
-    "from %s._supervise import main\n"
+    "from %s._run_node import main\n"
     "sys.exit(main(sys.argv))\n" % PACKAGE
 )
 
@@ -80,7 +85,7 @@ def node_lease_path(node_run_dir: str) -> str:
     return "%s/lease" % node_run_dir
 
 
-def module_closure(module_utils_dir: str, start: str = "_supervise") -> Dict[str, str]:
+def module_closure(module_utils_dir: str, start: str = "_run_node") -> Dict[str, str]:
     """{module name: source} of ``start`` and every module_utils module it imports, transitively."""
     found: Dict[str, str] = {}
     pending = [start]
@@ -90,8 +95,15 @@ def module_closure(module_utils_dir: str, start: str = "_supervise") -> Dict[str
             continue
         with open(os.path.join(module_utils_dir, name + ".py"), encoding="utf-8") as handle:
             found[name] = handle.read()
-        pending.extend(IMPORT_RE.findall(found[name]))
+        pending.extend(imported_modules(found[name]))
     return found
+
+
+def imported_modules(source: str) -> List[str]:
+    names: List[str] = []
+    for single, several in IMPORT_RE.findall(source):
+        names.extend([single] if single else [n.strip() for n in several.split(",") if n.strip()])
+    return names
 
 
 def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any]) -> List[Dict[str, str]]:
@@ -134,5 +146,21 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
         "gang_timeout": float(settings["gang_timeout"]),
         "poll_s": float(settings["poll_interval"]),
         "stop_grace": float(settings.get("stop_grace", 10)),
+        "sample_after_s": float(settings.get("sample_after_s") or 0),
         "parse": parse,
     }
+
+
+def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Mapping[str, Any],
+                  module_utils_dir: str) -> Dict[str, Any]:
+    """One node's supervisor files and directories, the container's command and the status mount
+    (``node``: its part of the plan, ``_plan.node_view``)."""
+    extra = dict(megatron_sizes(node)) if plan.get("framework") == MEGATRON else {}
+    if plan.get("warmup_steps") is not None:
+        extra["warmup_steps"] = plan["warmup_steps"]
+    config = supervisor_config(node, plan, dict(settings, parse_extra=extra))
+    files = supervisor_files(module_utils_dir, node["run_dir"], config)
+    status = config["status_dir"]
+    return {"files": files, "directories": sorted({os.path.dirname(f["path"]) for f in files}),
+            "command": supervised_command(node["run_dir"]), "status_dir": status,
+            "volume": "%s:%s" % (status, status), "config": config}

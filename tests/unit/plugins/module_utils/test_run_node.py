@@ -3,7 +3,7 @@ import json
 import sys
 import time
 
-from ansible_collections.clusterval.training.plugins.module_utils import _supervise
+from ansible_collections.clusterval.training.plugins.module_utils import _run_node
 
 
 def make_config(tmp_path, argv, lease_timeout=30.0, deadline=60.0, go=True):
@@ -20,7 +20,7 @@ def make_config(tmp_path, argv, lease_timeout=30.0, deadline=60.0, go=True):
 
 
 def records(config):
-    path = _supervise.stream_path(config["status_dir"], config["host"])
+    path = _run_node.stream_path(config["status_dir"], config["host"])
     return [json.loads(line) for line in open(path)]
 
 
@@ -31,9 +31,9 @@ def test_the_childs_exit_status_and_its_steps_are_recorded(tmp_path):
               "total_weights: 100, loss: 9.0\\n' %% i) for i in range(4)]; f.close(); sys.exit(3)") % str(log)
     config = make_config(tmp_path, [sys.executable, "-c", script])
     stale = '{"t": "exit", "exit_code": 0, "reason": "exit"}\n'
-    with open(_supervise.stream_path(config["status_dir"], "n1"), "w") as handle:
+    with open(_run_node.stream_path(config["status_dir"], "n1"), "w") as handle:
         handle.write(stale)  # an earlier container of the run id
-    assert _supervise.Supervisor(config).run() == 3
+    assert _run_node.Supervisor(config).run() == 3
     found = records(config)
     assert [r["t"] for r in found][:2] == ["up", "start"], "the stream starts anew"
     assert [r["step"] for r in found if r["t"] == "step"] == [0, 1, 2, 3]
@@ -44,7 +44,7 @@ def test_the_childs_exit_status_and_its_steps_are_recorded(tmp_path):
 def test_a_lapsed_lease_stops_the_job_by_itself(tmp_path):
     config = make_config(tmp_path, ["sleep", "60"], lease_timeout=1.0)
     started = time.monotonic()
-    assert _supervise.Supervisor(config).run() == _supervise.STOPPED_STATUS
+    assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
     assert time.monotonic() - started < 6
     last = records(config)[-1]
     assert last["reason"] == "lease" and last["exit_code"] == -15
@@ -52,7 +52,7 @@ def test_a_lapsed_lease_stops_the_job_by_itself(tmp_path):
 
 def test_a_renewed_lease_keeps_the_job_and_the_deadline_still_ends_it(tmp_path):
     config = make_config(tmp_path, ["sleep", "60"], lease_timeout=1.0, deadline=2.5)
-    supervisor = _supervise.Supervisor(config)
+    supervisor = _run_node.Supervisor(config)
     lease = tmp_path / "node" / "lease"
     original = supervisor.lease.look
 
@@ -61,13 +61,13 @@ def test_a_renewed_lease_keeps_the_job_and_the_deadline_still_ends_it(tmp_path):
         return original(now)
 
     supervisor.lease.look = renewing_look
-    assert supervisor.run() == _supervise.STOPPED_STATUS
+    assert supervisor.run() == _run_node.STOPPED_STATUS
     assert records(config)[-1]["reason"] == "deadline"
 
 
 def test_no_gang_start_no_job(tmp_path):
     config = make_config(tmp_path, ["sleep", "60"], go=False)
     config["gang_timeout"] = 0.5
-    assert _supervise.Supervisor(config).run() == _supervise.STOPPED_STATUS
+    assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
     assert [r["t"] for r in records(config) if r["t"] in ("start", "exit")] == ["exit"]
     assert records(config)[-1]["reason"] == "gang"

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _watch
+from ansible_collections.clusterval.training.plugins.module_utils import _run_direct, _run_records, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
@@ -13,7 +13,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     compact_plan,
     plan_run,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._watch import Limits
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import Limits
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 T0 = 1_000_000.0
@@ -36,7 +36,7 @@ def make_plan(framework="maxtext", hosts=("n1", "n2")):
 
 
 def watch_of(tmp_path, host, plan=None, limits=LIMITS):
-    return _watch.Watch.from_plan(plan or make_plan(), host, str(tmp_path), limits)
+    return _run_direct.Watch.from_plan(plan or make_plan(), host, str(tmp_path), limits)
 
 
 def step(number, **values):
@@ -55,11 +55,11 @@ def error(failure_class, text, line=57, consequence=False):
 
 def run_poll(watch, result, now=T0 + 10, abort=None):
     """One poll as the action plugin makes it: state from disk, abort.json read before the poll."""
-    state = _watch.load_state(watch.run_dir, watch.host, T0)
+    state = _run_direct.load_state(watch.run_dir, watch.host, T0)
     if abort is None:
-        abort = _watch.read_json(_watch.abort_path(watch.run_dir))
-    _watch.record_poll(watch, state, result, abort, now)
-    return _watch.answer(state, watch.final_step, now)
+        abort = _run_watch.read_json(_run_watch.abort_path(watch.run_dir))
+    _run_direct.record_poll(watch, state, result, abort, now)
+    return _run_direct.answer(state, watch.final_step, now)
 
 
 def read_abort(tmp_path):
@@ -119,7 +119,7 @@ def test_a_failure_signature_fails_the_node_and_writes_the_cause_to_abort_json(t
     abort = read_abort(tmp_path)
     assert (abort["host"], abort["reason"], abort["msg"], abort["secondary"]) == (
         "n2", "error", answer["msg"], False)
-    state = _watch.read_json(_watch.state_path(str(tmp_path), "n2"))
+    state = _run_watch.read_json(_run_watch.state_path(str(tmp_path), "n2"))
     assert (state["done"], state["failed"], state["reason"]) == (True, True, "error")
 
 
@@ -143,7 +143,7 @@ def test_other_nodes_see_the_abort_and_stop_naming_the_failed_node(tmp_path):
     assert (answer["done"], answer["failed"], answer["reason"]) == (True, False, "aborted")
     assert answer["stopped_by"] == "n2"
     assert answer["msg"].startswith("n1: stopped because n2 failed: n2: memory failure")
-    state = _watch.read_json(_watch.state_path(str(tmp_path), "n1"))
+    state = _run_watch.read_json(_run_watch.state_path(str(tmp_path), "n1"))
     assert (state["stopped_by"], state["last_step"]) == ("n2", 4)
     assert read_abort(tmp_path)["host"] == "n2"
 
@@ -151,8 +151,8 @@ def test_other_nodes_see_the_abort_and_stop_naming_the_failed_node(tmp_path):
 def test_a_finished_node_keeps_its_answer_on_later_polls(tmp_path):
     run_poll(watch_of(tmp_path, "n2"), poll(errors=[error("crash", "Segmentation fault")]))
     run_poll(watch_of(tmp_path, "n1"), poll())
-    state = _watch.load_state(str(tmp_path), "n1", T0)
-    answer = _watch.answer(state, FINAL, T0 + 99)
+    state = _run_direct.load_state(str(tmp_path), "n1", T0)
+    answer = _run_direct.answer(state, FINAL, T0 + 99)
     assert (answer["done"], answer["reason"], answer["stopped_by"]) == (True, "aborted", "n2")
 
 
@@ -169,18 +169,18 @@ def test_a_real_cause_replaces_a_lost_peer_symptom_in_abort_json(tmp_path):
 
 def test_a_symptom_or_a_second_cause_does_not_replace_the_first_cause(tmp_path):
     run = str(tmp_path)
-    first = _watch.claim_abort(run, "n1", "error", "n1: gpu failure", secondary=False)
-    assert _watch.claim_abort(run, "n2", "error", "n2: network failure", secondary=True) == first
-    assert _watch.claim_abort(run, "n3", "exit", "n3: exited 1", secondary=False) == first
+    first = _run_direct.claim_abort(run, "n1", "error", "n1: gpu failure", secondary=False)
+    assert _run_direct.claim_abort(run, "n2", "error", "n2: network failure", secondary=True) == first
+    assert _run_direct.claim_abort(run, "n3", "exit", "n3: exited 1", secondary=False) == first
     assert read_abort(tmp_path)["host"] == "n1"
 
 
 def test_unreachable_node_fails_and_claims_the_abort(tmp_path):
     run = str(tmp_path)
-    state = _watch.load_state(run, "n1", T0)
-    msg = _watch.record_unreachable(run, state, "ssh: connect to host n1 port 22: No route to host")
+    state = _run_direct.load_state(run, "n1", T0)
+    msg = _run_direct.record_unreachable(run, state, "ssh: connect to host n1 port 22: No route to host")
     assert msg == "n1: unreachable during the run: ssh: connect to host n1 port 22: No route to host"
-    saved = _watch.read_json(_watch.state_path(run, "n1"))
+    saved = _run_watch.read_json(_run_watch.state_path(run, "n1"))
     assert (saved["done"], saved["failed"], saved["reason"]) == (True, True, "unreachable")
     assert (read_abort(tmp_path)["reason"], read_abort(tmp_path)["secondary"]) == ("unreachable", False)
 
@@ -266,14 +266,14 @@ MISSING = {"failed": True, "msg": "[Errno 2] No such file or directory: '/r/trai
 
 def test_a_missing_log_is_waited_for_during_the_grace_period(tmp_path):
     watch = watch_of(tmp_path, "n1")
-    answer = run_poll(watch, dict(MISSING), now=T0 + _watch.LOG_GRACE_S - 1)
+    answer = run_poll(watch, dict(MISSING), now=T0 + _run_records.LOG_GRACE_S - 1)
     assert (answer["done"], answer["reason"]) == (False, "running")
-    assert _watch.read_json(_watch.state_path(str(tmp_path), "n1"))["polls"] == 0
+    assert _run_watch.read_json(_run_watch.state_path(str(tmp_path), "n1"))["polls"] == 0
     assert not (tmp_path / "abort.json").exists()
 
 
 def test_a_log_still_missing_after_the_grace_period_is_a_failure(tmp_path):
-    answer = run_poll(watch_of(tmp_path, "n1"), dict(MISSING), now=T0 + _watch.LOG_GRACE_S)
+    answer = run_poll(watch_of(tmp_path, "n1"), dict(MISSING), now=T0 + _run_records.LOG_GRACE_S)
     assert (answer["done"], answer["failed"], answer["reason"]) == (True, True, "error")
     assert answer["msg"] == ("n1: reading the training log /r/training.log failed: "
                              "[Errno 2] No such file or directory: '/r/training.log'")
@@ -295,11 +295,11 @@ def test_another_read_failure_is_not_given_a_grace_period(tmp_path):
 # -- merging and progress -------------------------------------------------------------------------
 
 def test_merge_keeps_only_new_steps_and_the_latest_offsets(tmp_path):
-    state = _watch.new_state("n1", T0)
-    _watch.merge_poll(state, poll([step(0), step(1)], offset=100, lineno=10), T0 + 5)
-    _watch.merge_poll(state, poll([step(1), step(2)], [error("crash", "boom")], offset=250, lineno=22,
-                                  summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
-    _watch.merge_poll(state, poll([], offset=260, lineno=23, simulated=True), T0 + 20)
+    state = _run_records.new_state("n1", T0)
+    _run_direct.merge_poll(state, poll([step(0), step(1)], offset=100, lineno=10), T0 + 5)
+    _run_direct.merge_poll(state, poll([step(1), step(2)], [error("crash", "boom")], offset=250, lineno=22,
+                                       summary={"tokens_per_sec_per_gpu": 901.0}), T0 + 9)
+    _run_direct.merge_poll(state, poll([], offset=260, lineno=23, simulated=True), T0 + 20)
     assert [s["step"] for s in state["steps"]] == [0, 1, 2]
     assert (state["last_step"], state["last_progress_at"], state["polls"]) == (2, T0 + 9, 3)
     assert (state["offset"], state["lineno"], state["simulated"]) == (260, 23, True)
@@ -308,46 +308,46 @@ def test_merge_keeps_only_new_steps_and_the_latest_offsets(tmp_path):
 
 
 def test_progress_reports_step_throughput_loss_and_eta():
-    state = _watch.new_state("n1", T0)
-    _watch.merge_poll(state, poll([step(0), step(1), step(2), step(3)]), T0 + 40)
-    progress = _watch.progress_of(state, FINAL, T0 + 45)
+    state = _run_records.new_state("n1", T0)
+    _run_direct.merge_poll(state, poll([step(0), step(1), step(2), step(3)]), T0 + 40)
+    progress = _run_records.progress_of(state, FINAL, T0 + 45)
     # 40 s for steps 0..3 -> 10 s per step, 6 steps left.
     assert progress == {"step": 3, "final_step": 9, "tokens_per_sec": 903.0, "loss": 9.7, "eta_s": 60.0,
                         "elapsed_s": 45.0}
 
 
 def test_progress_before_two_steps_has_no_eta_and_throughput_falls_back():
-    state = _watch.new_state("n1", T0)
-    assert _watch.progress_of(state, FINAL, T0 + 1.26) == {
+    state = _run_records.new_state("n1", T0)
+    assert _run_records.progress_of(state, FINAL, T0 + 1.26) == {
         "step": None, "final_step": 9, "tokens_per_sec": None, "loss": None, "eta_s": None, "elapsed_s": 1.3}
-    _watch.merge_poll(state, poll([{"step": 0, "loss": 11.0, "tokens_per_gpu": 512.5}]), T0 + 3)
-    progress = _watch.progress_of(state, FINAL, T0 + 3)
+    _run_direct.merge_poll(state, poll([{"step": 0, "loss": 11.0, "tokens_per_gpu": 512.5}]), T0 + 3)
+    progress = _run_records.progress_of(state, FINAL, T0 + 3)
     assert (progress["tokens_per_sec"], progress["eta_s"]) == (512.5, None)
 
 
 def test_eta_is_never_negative_past_the_final_step():
-    state = _watch.new_state("n1", T0)
-    _watch.merge_poll(state, poll([step(8), step(12)]), T0 + 10)
-    assert _watch.progress_of(state, FINAL, T0 + 10)["eta_s"] == 0.0
+    state = _run_records.new_state("n1", T0)
+    _run_direct.merge_poll(state, poll([step(8), step(12)]), T0 + 10)
+    assert _run_records.progress_of(state, FINAL, T0 + 10)["eta_s"] == 0.0
 
 
 def test_answer_shows_the_first_five_errors():
-    state = _watch.new_state("n1", T0)
+    state = _run_records.new_state("n1", T0)
     state["errors"] = [error("crash", str(index)) for index in range(7)]
-    assert [e["text"] for e in _watch.answer(state, FINAL, T0)["errors"]] == ["0", "1", "2", "3", "4"]
+    assert [e["text"] for e in _run_direct.answer(state, FINAL, T0)["errors"]] == ["0", "1", "2", "3", "4"]
 
 
 # -- state files ----------------------------------------------------------------------------------
 
 def test_state_round_trips_through_its_file_without_leftovers(tmp_path):
     run = str(tmp_path)
-    assert _watch.load_state(run, "n1", T0) == _watch.new_state("n1", T0)
-    state = _watch.new_state("n1", T0)
-    _watch.merge_poll(state, poll([step(0, loss=math.inf)], [error("gpu", "HIP error")]), T0 + 4)
-    _watch.save_state(run, state)
+    assert _run_direct.load_state(run, "n1", T0) == _run_records.new_state("n1", T0)
+    state = _run_records.new_state("n1", T0)
+    _run_direct.merge_poll(state, poll([step(0, loss=math.inf)], [error("gpu", "HIP error")]), T0 + 4)
+    _run_direct.save_state(run, state)
     state["polls"] = 5
-    _watch.save_state(run, state)
-    loaded = _watch.load_state(run, "n1", T0 + 999)
+    _run_direct.save_state(run, state)
+    loaded = _run_direct.load_state(run, "n1", T0 + 999)
     assert loaded["polls"] == 5 and loaded["started_at"] == T0
     assert math.isinf(loaded["steps"][0]["loss"])
     assert {k: v for k, v in loaded.items() if k != "steps"} == {k: v for k, v in state.items() if k != "steps"}
@@ -355,7 +355,7 @@ def test_state_round_trips_through_its_file_without_leftovers(tmp_path):
 
 
 def test_read_json_of_a_missing_file_is_none(tmp_path):
-    assert _watch.read_json(str(tmp_path / "nothing.json")) is None
+    assert _run_watch.read_json(str(tmp_path / "nothing.json")) is None
 
 
 # -- the plan and training_log's arguments --------------------------------------------------------
@@ -373,7 +373,7 @@ def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
     plan = json.loads(json.dumps(compact_plan(full))) if form == "compact" else full
     node = full["nodes"]["n1"]
     watch = watch_of(tmp_path, "n1", plan)
-    args = _watch.log_args(watch, _watch.new_state("n1", T0), 2000, [])
+    args = _run_direct.log_args(watch, _run_records.new_state("n1", T0), 2000, [])
     assert args == {"path": node["log_path"], "framework": "megatron", "offset": 0, "lineno": 0, "final_step": 12,
                     "max_steps": 2000, "exit_code_path": node["exit_code_path"],
                     "container": node["container"]["name"], "docker_socket": "/var/run/docker.sock",
@@ -383,9 +383,9 @@ def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
 
 def test_maxtext_log_args_have_no_megatron_sizes_and_pass_patterns_and_offsets(tmp_path):
     plan = compact_plan(real_plan("jax/mi300x_distributed_llama3_1_70b.json"))
-    state = dict(_watch.new_state("n2", T0), offset=4096, lineno=77)
+    state = dict(_run_records.new_state("n2", T0), offset=4096, lineno=77)
     patterns = [{"regex": "boom", "class": "crash"}]
-    args = _watch.log_args(watch_of(tmp_path, "n2", plan), state, 50, patterns)
+    args = _run_direct.log_args(watch_of(tmp_path, "n2", plan), state, 50, patterns)
     assert (args["framework"], args["offset"], args["lineno"], args["final_step"]) == ("maxtext", 4096, 77, 11)
     assert (args["max_steps"], args["patterns"]) == (50, patterns)
     assert "seq_length" not in args and "world_size" not in args
@@ -395,9 +395,9 @@ def test_megatron_sizes_are_left_out_when_the_plan_lacks_them(tmp_path):
     plan = make_plan("megatron")
     plan["nodes"]["n1"]["container"] = {"env": {"SEQ_LENGTH": "<unset>"}}
     del plan["nodes"]["n1"]["gpus"]
-    assert "seq_length" not in _watch.log_args(watch_of(tmp_path, "n1", plan), _watch.new_state("n1", T0), 1, [])
-    assert _watch.megatron_sizes(plan["nodes"]["n2"]) == {"seq_length": 8192, "world_size": 16}
-    assert _watch.megatron_sizes(plan["nodes"]["n1"]) == {}
+    assert "seq_length" not in _run_direct.log_args(watch_of(tmp_path, "n1", plan), _run_records.new_state("n1", T0), 1, [])
+    assert _run_records.megatron_sizes(plan["nodes"]["n2"]) == {"seq_length": 8192, "world_size": 16}
+    assert _run_records.megatron_sizes(plan["nodes"]["n1"]) == {}
 
 
 def test_a_plan_without_a_usable_final_step_is_refused_with_its_path(tmp_path):
@@ -405,3 +405,14 @@ def test_a_plan_without_a_usable_final_step_is_refused_with_its_path(tmp_path):
     plan["final_step"] = "last"
     with pytest.raises(ConfigError, match=r"plan\.final_step: expected an integer, found 'last'"):
         watch_of(tmp_path, "n1", plan)
+
+
+def test_a_look_that_never_answered_is_the_node_unreachable():
+    timed_out = {"failed": True, "msg": "The task timed out after 40 seconds.\nmore"}
+    assert _run_direct.look_that_never_answered(timed_out)
+    assert _run_direct.look_that_never_answered({"unreachable": True, "msg": "ssh: connect to host: timed out"})
+    assert not _run_direct.look_that_never_answered({"skipped": True})
+    assert not _run_direct.look_that_never_answered({"failed": False, "reason": "running", "msg": "reachable"})
+    assert _run_direct.unanswered("n2", timed_out) == {
+        "unreachable": True, "failed": True, "reason": "unreachable",
+        "msg": "n2: unreachable over SSH: The task timed out after 40 seconds."}
