@@ -6,13 +6,12 @@ The nodes' states and the run's one decision of the culprit are read from the wa
 (``_run_watch.conclude``), unless ``nodes`` is given (a log judged without a watch)."""
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _run_watch
+from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _fabric, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
-from ansible_collections.clusterval.training.plugins.module_utils._verdict import verdict
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -30,6 +29,17 @@ ARGUMENT_SPEC = dict(
 def bad_node_entries(nodes: Dict[str, Any]) -> list:
     return ["nodes.%s: expected a dict with steps, errors, exit_code, found %s" % (host, repr(state)[:80])
             for host, state in nodes.items() if not isinstance(state, dict)]
+
+
+def next_step(outcome: Dict[str, Any], plan: Dict[str, Any], task_vars: Dict[str, Any]) -> Optional[str]:
+    """When the verdict names no node (a lock-step hang) or the whole cluster is slow: the exact command that
+    checks each node and measures the fabric in pairs."""
+    reason = _verdict.undetermined_reason(outcome)
+    if reason is None:
+        return None
+    sources = task_vars.get("ansible_inventory_sources") or [task_vars.get("inventory_file") or "<inventory>"]
+    return _fabric.isolation_advice(reason, str(sources[0]), str(plan.get("config_path") or "<config>"),
+                                    ":".join(plan.get("nodes") or {}))
 
 
 def run_info(plan: Dict[str, Any]) -> Dict[str, Any]:
@@ -63,8 +73,12 @@ class ActionModule(ActionBase):
             except _baseline.BaselineError as exc:
                 result.update(failed=True, msg=str(exc))
                 return result
-        outcome = verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"], args["require_thresholds"],
-                          analysis)
+        outcome = _verdict.verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"],
+                                   args["require_thresholds"], analysis)
+        advice = next_step(outcome, plan, task_vars or {})
+        if advice:
+            outcome["advice"] = advice
+            outcome["failures"].append("next step: %s" % advice)
         info = run_info(plan)
         result.update(outcome)
         result.update(info)

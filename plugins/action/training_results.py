@@ -14,6 +14,7 @@ ARGUMENT_SPEC = dict(
     stop_reason=dict(type="str"),
     teardown=dict(type="dict"),
     seconds=dict(type="float"),
+    fabric=dict(type="dict"),
 )
 
 
@@ -26,7 +27,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         written = reported_run(args["plan"], args["run_dir"], args["verdict"], args["stop_reason"], args["teardown"],
-                               args["seconds"])
+                               args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None)
         document = written["document"]
         result.update(changed=bool(written["paths"]), paths=written["paths"], verdict=document["verdict"],
                       headline=document["headline"], controller_faults=document["controller_faults"],

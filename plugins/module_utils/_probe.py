@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import quote
 
+from ansible_collections.clusterval.training.plugins.module_utils import _health
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
 
 Check = Dict[str, Any]
@@ -103,22 +104,30 @@ def python_modules_check(names: Sequence[str]) -> Check:
 
 def gpu_check(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
               run: Runner = run_command) -> Check:
+    return gpu_checks(tools, arch_map, expected, None, run)[0]
+
+
+def gpu_checks(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
+               expected_count: Optional[int], run: Runner = run_command) -> List[Check]:
+    """The GPU model against the planned arch and, with `expected_count`, the number of GPUs, from one tool run."""
     tool = next((t for t in tools if os.access(str(t.get("path", "")), os.X_OK)), None)
     if tool is None:
-        return check("gpu_arch", True, "no GPU tool (amd-smi, rocm-smi, nvidia-smi) on the node: "
-                                       "GPU arch %s taken from the config or training_gpu_arch" % expected)
+        return [check("gpu_arch", True, "no GPU tool (amd-smi, rocm-smi, nvidia-smi) on the node: "
+                                        "GPU arch %s taken from the config or training_gpu_arch" % expected)]
     argv = [str(tool["path"])] + [str(arg) for arg in tool.get("args", [])]
     try:
         output = run(argv).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        return check("gpu_arch", False, "%s failed: %s" % (argv[0], exc))
+        return [check("gpu_arch", False, "%s failed: %s" % (argv[0], exc))]
+    counted = [_health.gpu_count_check(argv[0], output, expected_count)] if expected_count else []
     detected = detect_arch(output, arch_map)
     if detected is None:
-        return check("gpu_arch", False, "%s reported no known GPU model (known: %s)"
-                     % (argv[0], ", ".join(sorted(arch_map))))
+        return [check("gpu_arch", False, "%s reported no known GPU model (known: %s)"
+                      % (argv[0], ", ".join(sorted(arch_map))))] + counted
     if detected != expected:
-        return check("gpu_arch", False, "%s found %s but the run is planned for %s" % (argv[0], detected, expected))
-    return check("gpu_arch", True, "%s: %s" % (argv[0], detected))
+        return [check("gpu_arch", False, "%s found %s but the run is planned for %s"
+                      % (argv[0], detected, expected))] + counted
+    return [check("gpu_arch", True, "%s: %s" % (argv[0], detected))] + counted
 
 
 def detect_arch(output: str, arch_map: Mapping[str, str]) -> Optional[str]:
@@ -130,12 +139,20 @@ def detect_arch(output: str, arch_map: Mapping[str, str]) -> Optional[str]:
     return None
 
 
-def disk_check(path: str, min_free_mib: int) -> Check:
+def disk_check(path: str, min_free_mib: int, expected_log_mib: int = 0) -> Check:
+    """Free space below `path`: `min_free_mib` plus the log the run is expected to write there."""
     existing = deepest_existing(path)
     stats = os.statvfs(existing)
     free_mib = stats.f_bavail * stats.f_frsize // (1024 * 1024)
-    detail = "%d MiB free on %s (need %d)" % (free_mib, existing, min_free_mib)
-    return check("disk", free_mib >= min_free_mib, detail)
+    need = min_free_mib + expected_log_mib
+    if expected_log_mib:
+        detail = "%d MiB free on %s (need %d: the expected log %d MiB + %d MiB to spare)" % (
+            free_mib, existing, need, expected_log_mib, min_free_mib)
+    else:
+        detail = "%d MiB free on %s (need %d)" % (free_mib, existing, need)
+    if free_mib < need:
+        detail += ": the run's logs would fill the disk (ENOSPC) on this node"
+    return check("disk", free_mib >= need, detail)
 
 
 def size_bytes(size: str) -> Optional[int]:

@@ -22,6 +22,7 @@ import statistics
 import urllib.parse
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils._fabric_html import fabric_view
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
@@ -164,6 +165,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
         "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
         "facts": run_facts(document, shown), "every": every_check_of(document),
+        "fabric": fabric_view(document.get("fabric")),
     }
     return environment().get_template("report.html.j2").render(cleaned(context))
 

@@ -121,3 +121,17 @@ def headline(outcome: Mapping[str, Any], analysis: Mapping[str, Any]) -> Optiona
     if outcome["verdict"] == "PASS":
         return pass_headline(outcome["unjudged"])
     return failure_headline(analysis)
+
+
+def undetermined_reason(outcome: Mapping[str, Any]) -> Optional[str]:
+    """Why a FAIL names no node that isolation could find: every node stopped alike, or every node is slow."""
+    if outcome.get("verdict") != "FAIL" or outcome.get("culprit"):
+        return None
+    cause = outcome.get("run_cause") or {}
+    if cause.get("class") in ("hang", "silence", "failure"):
+        return "%s: %s" % (cause.get("class"), cause.get("text"))
+    failed = [c for c in outcome.get("checks") or [] if c.get("status") == "fail"]
+    slow = [c for c in failed if c.get("check") == "threshold" and c.get("metric") in THROUGHPUT_PREFERENCE]
+    if failed and len(slow) == len(failed) and len({c.get("node") for c in slow}) > 1:
+        return "every node is below the %s threshold: the cluster is slow as a whole" % slow[0]["metric"]
+    return None

@@ -13,7 +13,9 @@ description:
   - Checks, each only when its option is given; the Docker daemon answers on its socket;
     every device and every host path to be mounted exists; the HF token file exists and is not
     empty (its content is never read into the result); the GPU model reported by the first GPU tool
-    present maps to the planned arch; free disk space; RDMA HCAs (C(ibv_devinfo -l)) and
+    present maps to the planned arch and lists the planned number of GPUs; GPU errors since boot (kernel
+    log lines, amdgpu RAS counters); the RDMA ports' state and rate (sysfs); free disk space for the expected
+    log; RDMA HCAs (C(ibv_devinfo -l)) and
     dockerd's memlock limit; the node's Python imports O(python_modules); a marker written into the
     shared cache directory by one node is read back on every node.
   - Never fails because a check failed; the caller judges RV(checks) after every node reported
@@ -67,6 +69,51 @@ options:
     description: GPU model name fragment to config arch key; the longest fragment found wins.
     type: dict
     default: {}
+  gpu_count:
+    description:
+      - The number of GPUs the plan needs on the node; check C(gpu_count) fails, quoting the tool, when the GPU
+        tool of O(gpu_tools) lists another number. Not set (or no tool on the node) skips it.
+    type: int
+  kernel_log:
+    description:
+      - GPU errors since boot (check C(gpu_errors)) - lines of the kernel log that match one of O(kernel_log.patterns)
+        (amdgpu resets, ring timeouts, C(*ERROR*) lines, page faults, uncorrectable errors, NVIDIA XID lines).
+        The first lines found are quoted. A kernel log that cannot be read fails the check.
+    type: dict
+    suboptions:
+      command:
+        description: The command printing the kernel log since boot.
+        type: list
+        elements: str
+        default: [dmesg]
+      patterns:
+        description: Regular expressions of GPU error lines; empty means the built-in list.
+        type: list
+        elements: str
+        default: []
+  ras_root:
+    description:
+      - The DRM sysfs class directory (V(/sys/class/drm)); check C(gpu_ras) fails when an amdgpu RAS counter
+        (C(card*/device/ras/*_err_count)) counts an uncorrectable error (C(ue)) since boot. Not set skips it.
+    type: path
+  rdma_ports:
+    description:
+      - Check C(rdma_ports) - every port of every RDMA device under O(rdma_ports.sysfs) is C(ACTIVE) and
+        runs at O(rdma_ports.min_rate_gbps) or more; the sysfs files and their content are quoted.
+    type: dict
+    suboptions:
+      sysfs:
+        description: The InfiniBand sysfs class directory.
+        type: path
+        default: /sys/class/infiniband
+      min_rate_gbps:
+        description: The rate each port must have, in Gb/s (the number in the C(rate) file); 0 takes any rate.
+        type: float
+        default: 0
+  expected_log_mib:
+    description: The log the run is expected to write below O(disk_path), in MiB; added to O(min_free_mib).
+    type: int
+    default: 0
   disk_path:
     description: Path whose file system needs O(min_free_mib) free; the deepest existing ancestor is measured.
     type: path
@@ -191,9 +238,16 @@ EXAMPLES = r"""
     gpu_arch: mi300x
     gpu_tools:
       - path: /opt/rocm/bin/amd-smi
-        args: [static, --asic, --json]
+        args: [static, --asic]
     gpu_arch_map: {MI300X: mi300x, MI355X: mi355}
+    gpu_count: 8
+    kernel_log:
+      command: [dmesg]
+    ras_root: /sys/class/drm
+    rdma_ports:
+      min_rate_gbps: 400
     disk_path: /home/alice/LOGS
+    expected_log_mib: 70
     rdma: true
   register: probe
 """
@@ -249,7 +303,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils import _ports, _probe, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils import _health, _ports, _probe, _runlock
 
 
 def run_checks(params, run):
@@ -261,9 +315,18 @@ def run_checks(params, run):
     if params["mounts"]:
         checks.append(_probe.paths_check("host_mounts", params["mounts"], "on the host"))
     if params["gpu_arch"]:
-        checks.append(_probe.gpu_check(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"], run))
+        checks.extend(_probe.gpu_checks(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"],
+                                        params["gpu_count"], run))
+    if params["kernel_log"]:
+        kernel_log = params["kernel_log"]
+        checks.append(_health.kernel_log_check(kernel_log["command"],
+                                               kernel_log["patterns"] or _health.GPU_ERROR_PATTERNS, run))
+    if params["ras_root"]:
+        checks.append(_health.ras_check(params["ras_root"]))
+    if params["rdma_ports"]:
+        checks.append(_health.rdma_ports_check(params["rdma_ports"]["sysfs"], params["rdma_ports"]["min_rate_gbps"]))
     if params["disk_path"]:
-        checks.append(_probe.disk_check(params["disk_path"], params["min_free_mib"]))
+        checks.append(_probe.disk_check(params["disk_path"], params["min_free_mib"], params["expected_log_mib"]))
     if params["shm_size"]:
         checks.append(_probe.shm_check(params["shm_size"]))
     if params["token_file"] and params["token_required"]:
@@ -312,6 +375,17 @@ def main():
             gpu_arch=dict(type="str"),
             gpu_tools=dict(type="list", elements="dict", default=[]),
             gpu_arch_map=dict(type="dict", default={}),
+            gpu_count=dict(type="int"),
+            kernel_log=dict(type="dict", options=dict(
+                command=dict(type="list", elements="str", default=["dmesg"]),
+                patterns=dict(type="list", elements="str", default=[]),
+            )),
+            ras_root=dict(type="path"),
+            rdma_ports=dict(type="dict", options=dict(
+                sysfs=dict(type="path", default="/sys/class/infiniband"),
+                min_rate_gbps=dict(type="float", default=0.0),
+            )),
+            expected_log_mib=dict(type="int", default=0),
             disk_path=dict(type="path"),
             min_free_mib=dict(type="int", default=1024),
             shm_size=dict(type="str"),

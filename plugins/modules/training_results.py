@@ -48,6 +48,11 @@ options:
   seconds:
     description: How long the training ran, for the JUnit suite's time.
     type: float
+  fabric:
+    description:
+      - The fabric gate's verdict (the C(clusterval.training.fabric) role's C(fabric_result)); written as the
+        document's C(fabric) section and, in the HTML, as the node-by-node bandwidth matrix of the measured pairs.
+    type: dict
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

@@ -129,3 +129,11 @@ def simcluster(simcluster_supported):
     finally:
         if os.environ.get("CLUSTERVAL_SIMCLUSTER_KEEP") != "1":
             subprocess.run([str(SIMCLUSTER), "down"], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def four_nodes(simcluster) -> list[str]:
+    """The first 4 nodes, for tests that isolate one node among several (CLUSTERVAL_SIMCLUSTER_NODES=4)."""
+    if len(simcluster.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    return simcluster.nodes[:4]

@@ -139,3 +139,16 @@ def test_a_judged_slow_cluster_fails_without_culprit_line():
     outcome = _verdict.verdict(plan([threshold], hosts=("node1", "node2")), nodes)
     assert outcome["verdict"] == "FAIL" and outcome["culprit"] is None and outcome["headline"] is None
     assert outcome["judged"] == ["tokens_per_sec_per_gpu"]
+
+
+def test_isolation_is_recommended_when_no_node_stands_out_or_every_node_is_slow():
+    hang = {"verdict": "FAIL", "culprit": None, "checks": [],
+            "run_cause": {"class": "hang", "text": "all 4 nodes stopped after step 11; no node stands out"}}
+    assert _verdict.undetermined_reason(hang) == "hang: all 4 nodes stopped after step 11; no node stands out"
+    slow = {"verdict": "FAIL", "culprit": None, "run_cause": None, "checks": [
+        {"node": n, "check": "threshold", "metric": "tokens_per_sec_per_gpu", "status": "fail"} for n in ("a", "b")]}
+    assert "slow as a whole" in _verdict.undetermined_reason(slow)
+    named = dict(hang, culprit={"host": "node2"})
+    assert _verdict.undetermined_reason(named) is None
+    one_slow = dict(slow, checks=slow["checks"][:1])
+    assert _verdict.undetermined_reason(one_slow) is None

@@ -1,0 +1,102 @@
+"""The fabric gate on the simulated cluster: a real token bucket on one node's link is found and named
+before any training container starts; the gate skipped by its variable lets training start directly.
+
+The stand-in for rccl-tests (simulator/node/all_reduce_perf, simulated) moves real bytes over TCP between the
+nodes' network namespaces, so `tc ... tbf rate 20mbit` inside node3's namespace is a real fault.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+from test_train_e2e import ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, assert_no_training_container, results, run_train
+
+from ansible_collections.clusterval.training.plugins.module_utils import _fabric
+
+pytestmark = pytest.mark.cluster
+
+THROTTLE = ["tc", "qdisc", "replace", "dev", "simeth0", "root", "tbf", "rate", "20mbit", "burst", "32kbit",
+            "latency", "400ms"]
+
+
+@contextlib.contextmanager
+def throttled(cluster, node: str):
+    cluster.run(node, THROTTLE)
+    try:
+        yield
+    finally:
+        cluster.run(node, ["tc", "qdisc", "del", "dev", "simeth0", "root"], check=False)
+
+
+def benchmark_processes(cluster, node: str) -> list[str]:
+    """Command lines of the fabric stand-in's processes still in the node's network namespace."""
+    netns = f"{os.environ.get('CLUSTERVAL_SIMCLUSTER_PREFIX', 'cvsim')}-{node}"
+    listed = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False)
+    assert listed.returncode == 0, listed.stderr
+    pids = listed.stdout.split()
+    lines = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                lines.append(handle.read().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return [line for line in lines if "_perf" in line]
+
+
+def test_a_throttled_link_is_named_before_any_training_container(simcluster, four_nodes, tmp_path):
+    slow = four_nodes[2]
+    with throttled(simcluster, slow):
+        proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes)
+    out = proc.stdout
+    assert proc.returncode != 0
+    assert f"fabric gate FAIL: {slow} is slow in every pair while its partners are fast with other nodes" in out
+    assert "Container | Start or replace the training container" not in out
+    assert_no_training_container(simcluster, four_nodes)
+    for node in four_nodes:
+        assert benchmark_processes(simcluster, node) == []
+    fabric = results(tmp_path)["fabric"]
+    assert [(n["kind"], n["name"]) for n in fabric["named"]] == [("node", slow)]
+    assert fabric["simulated"] is True
+    assert [r["name"] for r in fabric["rounds"]] == ["alone", "all", "pairs-1", "pairs-2"]
+    row = fabric["matrix"]["busbw"][slow]
+    assert sorted(row) == [four_nodes[1], four_nodes[3]] and all(value < 0.02 for value in row.values())
+    assert fabric["matrix"]["busbw"][four_nodes[0]][four_nodes[1]] > 0.02
+    html = (tmp_path / "report.html").read_text()
+    assert '<section id="fabric"><h2>Fabric gate: FAIL</h2>' in html
+    assert "bus bandwidth between pairs of nodes" in html
+
+
+def test_the_gate_skipped_by_its_variable_lets_training_start_directly(simcluster, four_nodes, tmp_path):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], more_vars={"fabric_enabled": False})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "Fabric | Round" not in proc.stdout
+    assert "Container | Start or replace the training container" in proc.stdout
+    assert "fabric" not in results(tmp_path)
+
+
+def test_a_healthy_cluster_passes_the_gate_with_figures_in_the_results(simcluster, four_nodes, tmp_path):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "fabric gate PASS on 2 nodes: all nodes all_reduce_perf" in proc.stdout
+    fabric = json.loads((tmp_path / "results.json").read_text())["fabric"]
+    assert fabric["failed"] is False and set(fabric["all"]) == {"all_reduce_perf", "alltoall_perf"}
+
+
+def test_the_recommended_isolation_command_names_the_slowed_node(simcluster, four_nodes, tmp_path):
+    """The command a verdict recommends when it cannot name the culprit, run as printed (shlex-split)."""
+    advice = _fabric.isolation_advice("slow as a whole", str(simcluster.inventory), str(REPO / JAX_MULTI),
+                                      ":".join(four_nodes))
+    argv = shlex.split(advice.split("no training): ", 1)[1])
+    argv[0] = ANSIBLE_PLAYBOOK
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    with throttled(simcluster, four_nodes[1]):
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    assert f"fabric gate FAIL: {four_nodes[1]} is slow in every pair while its partners are fast" in proc.stdout
+    for node in four_nodes:
+        assert benchmark_processes(simcluster, node) == []
