@@ -154,7 +154,7 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         for group in shown.failed:
             lines.extend(group_lines(group, width, column, details=True))
     if shown.consequential:
-        lines.append("stopped as a consequence of %s:" % (shown.culprit or {}).get("host", "the culprit"))
+        lines.append("stopped as a consequence of %s:" % (shown.culprit or {}).get("host", "the run's cause"))
         for group in shown.consequential:
             lines.extend(group_lines(group, width, column, details=False))
     if shown.passed:

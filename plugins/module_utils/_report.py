@@ -168,7 +168,7 @@ def consequences_case(shown: View) -> Optional[Case]:
     hosts = unique_lines(shown.consequences + [n for g in shown.consequential for n in g.nodes])
     if not hosts:
         return None
-    culprit = str(shown.culprit["host"]) if shown.culprit else "the first failure"
+    culprit = str(shown.culprit["host"]) if shown.culprit else "the run's cause"
     ranges = compact_hosts(sorted(hosts, key=natural_key), 400)
     lines = ["%s: %s" % (group.label, compact_hosts(group.nodes, 400)) for group in shown.consequential]
     message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), culprit, ranges)

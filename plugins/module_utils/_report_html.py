@@ -276,7 +276,7 @@ def failures_of(document: Mapping[str, Any], shown: View) -> Dict[str, Any]:
     subhead = ""
     if shown.consequential:
         subhead = "Stopped as a consequence of %s: %d node%s (%s)" % (
-            shown.culprit["host"] if shown.culprit else "the culprit", len(shown.consequences),
+            shown.culprit["host"] if shown.culprit else "the run's cause", len(shown.consequences),
             "" if len(shown.consequences) == 1 else "s", compact_hosts(shown.consequences, 120))
     return {"count": count, "nodes": len(failed_nodes), "lines": lines, "why": why, "subhead": subhead,
             "culprit": [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail")}
