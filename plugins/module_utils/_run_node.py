@@ -315,7 +315,8 @@ def job_processes(session: int, proc: str = "/proc") -> List[Dict[str, Any]]:
         fields = stat[stat.rindex(")") + 2:].split()
         if len(fields) > 3 and fields[3] == str(session):
             wchan = (read_small(os.path.join(proc, name, "wchan")) or "").strip()
-            found.append({"pid": int(name), "comm": comm, "state": fields[0], "wchan": wchan if wchan != "0" else ""})
+            found.append({"pid": int(name), "ppid": int(fields[1]), "comm": comm, "state": fields[0],
+                          "wchan": wchan if wchan != "0" else ""})
     return found
 
 
@@ -323,8 +324,11 @@ def process_sample(session: int, proc: str = "/proc") -> Dict[str, Any]:
     """The job's processes, the most telling one's state and wait channel, and py-spy's stacks where it exists."""
     processes = job_processes(session, proc)
     sample: Dict[str, Any] = {"processes": processes[:32]}
-    if processes:
-        first = min(processes, key=lambda p: (STATE_ORDER.find(p["state"]) % len(STATE_ORDER), p["pid"]))
+    parents = {p["ppid"] for p in processes}
+    # The framework's own processes (the leaves), not the shell that waits for them.
+    leaves = [p for p in processes if p["pid"] not in parents] or processes
+    if leaves:
+        first = min(leaves, key=lambda p: (STATE_ORDER.find(p["state"]) % len(STATE_ORDER), p["pid"]))
         sample.update(state=first["state"], wchan=first["wchan"], comm=first["comm"])
     python = next((p for p in processes if p["comm"].startswith("python")), None)
     spy = shutil.which("py-spy")

@@ -71,3 +71,25 @@ def test_no_gang_start_no_job(tmp_path):
     assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
     assert [r["t"] for r in records(config) if r["t"] in ("start", "exit")] == ["exit"]
     assert records(config)[-1]["reason"] == "gang"
+
+
+def fake_proc(root, processes):
+    for pid, (comm, state, ppid, session, wchan) in processes.items():
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {state} {ppid} {session} {session} 0 -1 4194304 0 0\n")
+        (root / str(pid) / "wchan").write_text(wchan)
+    (root / "self").mkdir()
+
+
+def test_a_sample_tells_where_the_jobs_framework_waits_not_its_shell(tmp_path):
+    fake_proc(tmp_path, {100: ("sh", "S", 1, 100, "do_wait"), 101: ("python3", "S", 100, 100, "sk_wait_data"),
+                         102: ("python3", "D", 101, 100, "amdgpu_fence_wait"), 200: ("other", "R", 1, 200, "0")})
+    sample = _run_node.process_sample(100, str(tmp_path))
+    assert sorted(p["pid"] for p in sample["processes"]) == [100, 101, 102]
+    assert (sample["state"], sample["wchan"], sample["comm"]) == ("D", "amdgpu_fence_wait", "python3")
+
+
+def test_a_sample_of_a_sleeping_framework_names_its_wait_channel(tmp_path):
+    fake_proc(tmp_path, {100: ("sh", "S", 1, 100, "do_wait"), 101: ("python3", "S", 100, 100, "hrtimer_nanosleep")})
+    sample = _run_node.process_sample(100, str(tmp_path))
+    assert (sample["state"], sample["wchan"]) == ("S", "hrtimer_nanosleep")
