@@ -23,7 +23,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._metricdefs im
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
     FAIL, NOT_JUDGED, PASS, CheckGroup, View, check_label, hosts_of, node_states, node_throughput, relative_to_median,
-    short_number, throughput_metric, unique, value_range, view)
+    realism_sentence, short_number, throughput_metric, unique, value_range, view)
 
 # Okabe-Ito: told apart with every common colour-vision deficiency. Node curves; the median is navy.
 PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#d55e00", "#56b4e9")
@@ -58,6 +58,7 @@ white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word;margin:0}
 .verdict{font-size:19px;padding:12px 16px;border-radius:6px;margin:12px 0;overflow-wrap:anywhere}
 .verdict b{font-size:26px;margin-right:6px}
 .verdict.PASS{background:#dafbe1;border:2px solid #1a7f37}.verdict.FAIL{background:#ffebe9;border:2px solid #cf222e}
+.realism{background:#e8f4ff;border:2px solid #3a7bd5;padding:8px;margin:12px 0}
 .simulated{background:#fff3b0;border:3px solid #e0a800;padding:10px;font-size:20px;font-weight:bold;margin:12px 0}
 .culprit-box{border-left:6px solid #cf222e;background:#fff8f8;padding:8px 12px;margin:8px 0}
 .culprit-box pre{background:#fff;border:1px solid #f0c4c4;padding:6px 8px;margin:6px 0}
@@ -104,6 +105,8 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     if shown.simulated:
         parts.append('<div class="simulated">SIMULATED RUN: no real GPU was used; these figures say nothing '
                      'about hardware performance.</div>')
+    if shown.realism:
+        parts.append('<div class="realism">%s</div>' % esc(realism_sentence(shown.realism)))
     parts.append(verdict_block(document, shown))
     parts.append(failures_section(shown))
     parts.append(grid_section(document, shown, metric))

@@ -318,3 +318,19 @@ def test_outliers_are_the_nodes_far_from_the_median_and_the_culprit():
     picked = _report_html.outliers(band, at, 0.05, ["n3"])
     assert [host for host, dummy in picked] == ["slow", "fast", "n3"]
     assert abs(picked[0][1] + 0.2) < 1e-9
+
+
+def test_every_report_of_a_real_framework_run_says_what_was_real_and_what_was_simulated(junit_schema):
+    from ansible_collections.clusterval.training.plugins.module_utils import _console
+    doc = document()
+    doc["realism"] = {"real": ["MaxText's own train.py (maxtext 0.2.5 from PyPI)"],
+                      "simulated": ["the GPUs: JAX trains on the nodes' CPUs"]}
+    sentence = "REAL: MaxText's own train.py (maxtext 0.2.5 from PyPI). SIMULATED: the GPUs: JAX trains on the nodes' CPUs."
+    page = _report.html_report(doc)
+    assert '<div class="realism">REAL: MaxText&#x27;s own train.py' in page and "SIMULATED RUN" not in page
+    xml = _report.junit_xml(doc, hostname="h")
+    junit_schema.assertValid(etree.fromstring(xml.encode()))
+    assert ET.fromstring(xml).find(".//property[@name='realism']").get("value") == sentence
+    console = " ".join(line.strip() for line in _console.verdict_lines(doc))
+    assert sentence in console
+    assert "REAL:" not in " ".join(_console.verdict_lines(document()))
