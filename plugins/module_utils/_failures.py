@@ -92,10 +92,7 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("core_dumped", "crash", "core dumped"),
     _sig("fatal_python", "crash", "Fatal Python error"),
     _sig("traceback", "crash", "Traceback (most recent call last)"),
-    # MaxText tries Transformer Engine and goes on without it: that ModuleNotFoundError is printed only as
-    # the context of the exception that really ended the run (observed, maxtext 0.2.5 on CPU)
-    _sig("module_not_found", "crash", "ModuleNotFoundError",
-         r"ModuleNotFoundError(?!: No module named 'transformer_engine')"),
+    _sig("module_not_found", "crash", "ModuleNotFoundError"),
     _sig("child_failed", "crash", "ChildFailedError"),
     _sig("terminate_called", "crash", "terminate called after throwing"),
     _sig("exitcode", "crash", "exitcode  :", r"exitcode\s+:\s*-?[1-9]"),
@@ -124,6 +121,18 @@ CONSEQUENCES = frozenset((
     "jax_fatal", "tasks_unhealthy", "coordination_rpc", "task_not_connected", "elastic_closing_sigterm",
     "elastic_death_signal", "child_failed",
 ))
+
+# Exceptions a framework handles itself: printed only as the context ("During handling of the above
+# exception, another exception occurred") of the exception that really ended the run, never its cause.
+HANDLED_EXCEPTIONS: List[Pattern[str]] = [
+    # MaxText tries Transformer Engine and goes on without it (observed, maxtext 0.2.5 on CPU)
+    re.compile(r"^ModuleNotFoundError: No module named 'transformer_engine'"),
+]
+
+
+def is_handled_exception(text: str) -> bool:
+    return any(pattern.match(text) for pattern in HANDLED_EXCEPTIONS)
+
 
 # RCCL/NCCL WARN lines printed by healthy nodes: reported as advisories, never a failure.
 # Each entry is a regex searched in a line that carries "NCCL WARN"; users add theirs
