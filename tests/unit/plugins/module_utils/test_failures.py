@@ -121,3 +121,8 @@ def test_gloo_losing_its_peer_is_a_consequence():
             "transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:13997")
     errors = errors_of(line + "\n")
     assert errors and errors[0]["pattern"] == "peer_closed" and _failures.is_consequence("peer_closed")
+
+
+def test_the_survivor_of_a_killed_peer_is_a_consequence_in_real_output():
+    errors = errors_of(OBSERVED["MC-05"])
+    assert [(e["pattern"], e["consequence"]) for e in errors] == [("peer_reset", True)], errors
