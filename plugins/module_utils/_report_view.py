@@ -272,4 +272,3 @@ def realism_of(document: Mapping[str, Any]) -> Optional[Dict[str, List[str]]]:
 def realism_sentence(realism: Mapping[str, List[str]]) -> str:
     """One sentence for every report: what was real, what was simulated."""
     return "REAL: %s. SIMULATED: %s." % ("; ".join(realism["real"]), "; ".join(realism["simulated"]))
-

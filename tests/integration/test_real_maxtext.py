@@ -47,7 +47,7 @@ def start_train(cluster, run_dir: Path, nodes: list[str], extra: dict | None = N
 
 
 def finish(proc: subprocess.Popen) -> str:
-    out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+    out = proc.communicate(timeout=RUN_TIMEOUT_S)[0]
     return out
 
 

@@ -174,8 +174,7 @@ def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simclus
                      "after step 3: nothing singles a node out" % document["culprit"]["host"])
 
 
-def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler_of_the_step_times(simcluster, nodes,
-                                                                                        tmp_path):
+def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler(simcluster, nodes, tmp_path):
     """Real JAX runs in lock-step (every step's collectives wait for the slowest rank): each node reports the
     same step times, so the step times single out no straggler; the whole job is slower."""
     proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(SLOW_RANK="1", SLOW_FACTOR="3"))

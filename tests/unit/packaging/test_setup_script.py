@@ -94,4 +94,3 @@ def test_setup_builds_the_real_framework_image_unless_told_not_to(checkout, tmp_
                                   "CLUSTERVAL_SKIP_REAL_IMAGE": "1"}, check=False)
     assert skipped.returncode == 0, skipped.stderr
     assert not (checkout / "scripts" / "simcluster.log").exists()
-
