@@ -2,6 +2,7 @@
 #            Megatron seed configs through the real playbooks, tear down.
 # make test: set up, lint, build the collection, run ansible-test sanity, unit and integration tests
 #            (the integration tests include the Molecule scenarios of extensions/molecule).
+# make real: only the real-framework tests (real MaxText and JAX on CPU in the simulated nodes).
 # make molecule: only the Molecule scenarios, on a simulated cluster brought up and down for them.
 # make ee:   build the collection, then the execution environment of execution-environment.yml
 #            (ansible-builder; needs podman or docker that can pull the base image; docs/awx.md).
@@ -10,7 +11,7 @@ VENV := .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup test unit integration molecule lint build sanity demo clean ee
+.PHONY: setup test unit integration real molecule lint build sanity demo clean ee
 
 setup:
 	scripts/setup.sh
@@ -24,6 +25,10 @@ unit:
 # through ansible_facts or a registered result.
 integration:
 	ANSIBLE_INJECT_FACT_VARS=False CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration
+
+# Only the real-framework group: real MaxText, JAX and XLA on CPU in the simulated nodes.
+real: setup
+	ANSIBLE_INJECT_FACT_VARS=False CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q -m real tests/integration
 
 molecule: setup
 	CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration/test_molecule.py

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static python3 python3-requests
+APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static debootstrap python3 python3-requests
               python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
 
 # The Docker engine: Debian's docker.io, unless an engine is installed already (Docker CE's docker-ce
@@ -48,4 +48,11 @@ want=$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
   echo "$want" > "$stamp"
+fi
+
+# The real-framework node image's root filesystem (Debian 13 by debootstrap, MaxText and JAX from PyPI,
+# about 1.4 GB), built once per machine and cached under $CLUSTERVAL_SIMCLUSTER_CACHE
+# (/var/cache/clusterval-simcluster by default): the real-framework tests and `make demo` load it.
+if [[ $(id -u) -eq 0 && ${CLUSTERVAL_SKIP_REAL_IMAGE:-0} != 1 ]]; then
+  scripts/simcluster build-real >/dev/null
 fi

@@ -21,7 +21,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, check_label, value_range, view)
+    CheckGroup, View, check_label, realism_sentence, value_range, view)
 
 WIDTH = 80
 BAR_CELLS = 10
@@ -29,6 +29,7 @@ LABEL_COLUMN_MAX = 36
 DETAILS_PER_GROUP = 2
 CAUSE_LINES = 3
 HEADLINE_LINES = 4
+REALISM_LINES = 6
 NOT_JUDGED_WORDS = {"no_threshold": "no threshold set", "info": "recorded only"}
 
 
@@ -147,6 +148,8 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
     groups = shown.failed + shown.consequential + shown.passed + shown.not_judged
     column = min(LABEL_COLUMN_MAX, max([len(g.label) for g in groups] + [16]) + 2)
     lines = wrapped(shown.headline + (" (SIMULATED)" if shown.simulated else ""), width, "", HEADLINE_LINES, "  ")
+    if shown.realism:
+        lines.extend(wrapped(realism_sentence(shown.realism), width, "  ", REALISM_LINES, "  "))
     if shown.culprit:
         lines.extend(culprit_lines(shown, width))
     if shown.failed:

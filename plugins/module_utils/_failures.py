@@ -37,6 +37,9 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("unhandled_cuda_error", "gpu", "unhandled cuda error"),
     # a peer went away: what the survivors of another node's failure print
     _sig("remote_peer_closed", "network", "Connection closed by remote peer"),
+    # JAX's gloo collectives on CPU when the peer process died (observed, jaxlib 0.12.0.1)
+    _sig("peer_closed", "network", "Connection closed by peer"),
+    _sig("peer_reset", "network", "Connection reset by peer"),
     # network (NCCL/RCCL, PyTorch distributed backend)
     _sig("nccl_warn", "network", "NCCL WARN"),
     _sig("nccl_error", "network", "NCCL error"),
@@ -82,6 +85,8 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("elastic_closing_sigterm", "crash", "closing signal SIGTERM"),
     _sig("elastic_death_signal", "crash", "death signal, shutting down workers"),
     # crash
+    # XLA refusing XLA_FLAGS at start-up ("Unknown flag in" since jaxlib 0.5, "Unknown flags in" in 0.4)
+    _sig("xla_unknown_flag", "crash", "Unknown flag"),
     _sig("segfault", "crash", "Segmentation fault"),
     _sig("sigsegv", "crash", "SIGSEGV"),
     _sig("core_dumped", "crash", "core dumped"),
@@ -106,16 +111,28 @@ ANCHORS: List[bytes] = [
     b"Terminating process", b"GPU", b"SLICE_FAILURE", b"Segmentation fault", b"SIGSEGV", b"core dumped",
     b"Traceback (most recent", b"exitcode  :", b"CANCELLED AT", b"terminate called", b"result nan", b"found NaN",
     b"closed by remote peer", b"No space left", b"already in use", b"EADDRINUSE", b"SIGTERM", b"death signal",
-    b"Exception", b"Interrupt",
+    b"Exception", b"Interrupt", b"closed by peer", b"reset by peer", b"Unknown flag",
 ]
 
 # Failures that follow from another node's: the survivors' view of a dead peer. A node whose only
 # failures are these is a consequence, never the culprit (docs/failures.md).
 CONSEQUENCES = frozenset((
-    "remote_peer_closed", "watchdog_timeout", "nccl_timeout", "deadline_exceeded", "coordination_service_error",
+    "remote_peer_closed", "peer_closed", "peer_reset", "watchdog_timeout", "nccl_timeout", "deadline_exceeded", "coordination_service_error",
     "jax_fatal", "tasks_unhealthy", "coordination_rpc", "task_not_connected", "elastic_closing_sigterm",
     "elastic_death_signal", "child_failed",
 ))
+
+# Exceptions a framework handles itself: printed only as the context ("During handling of the above
+# exception, another exception occurred") of the exception that really ended the run, never its cause.
+HANDLED_EXCEPTIONS: List[Pattern[str]] = [
+    # MaxText tries Transformer Engine and goes on without it (observed, maxtext 0.2.5 on CPU)
+    re.compile(r"^ModuleNotFoundError: No module named 'transformer_engine'"),
+]
+
+
+def is_handled_exception(text: str) -> bool:
+    return any(pattern.match(text) for pattern in HANDLED_EXCEPTIONS)
+
 
 # RCCL/NCCL WARN lines printed by healthy nodes: reported as advisories, never a failure.
 # Each entry is a regex searched in a line that carries "NCCL WARN"; users add theirs

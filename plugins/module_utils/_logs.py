@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ansible_collections.clusterval.training.plugins.module_utils._steady import SteadyMeans
 from ansible_collections.clusterval.training.plugins.module_utils._failures import (
     ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_advisories, compile_user_patterns, is_consequence,
-    signature_matches)
+    is_handled_exception, signature_matches)
 from ansible_collections.clusterval.training.plugins.module_utils._timestamps import line_time
 from ansible_collections.clusterval.training.plugins.module_utils._tracebacks import (
     exception_line, is_traceback_header)
@@ -387,8 +387,11 @@ class LogParser:
                 result.open_traceback = self.error_record(result, "crash", lineno, text, "traceback")
                 result.open_traceback_at = (result.line_offset, lineno - 1, result.steps_total)
             return
-        signature = self.signature_of(text)
         exception = exception_line(text)
+        if exception is not None and is_handled_exception(exception):
+            result.open_traceback = None  # its traceback was the context of the next one
+            return
+        signature = self.signature_of(text)
         if exception is not None:
             header, result.open_traceback = result.open_traceback, None
             failure_class, pattern = signature if signature else ("crash", "traceback" if header else "exception")

@@ -20,11 +20,27 @@ from ansible_collections.clusterval.training.plugins.module_utils._models import
     MODELS, canonical, contradicting_maxtext_keys, model_with_maxtext_dims)
 
 WORKDIR = "/workspace/maxtext"
-TRAIN_SCRIPTS = (
-    "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
-    "/workspace/maxtext/src/MaxText/train.py",
-    "/workspace/maxtext/MaxText/train.py",
+
+
+class Layout(NamedTuple):
+    """One layout of a MaxText checkout: where its train script is, and what differs."""
+    name: str
+    train_script: str
+    note: str
+
+
+# The launch script runs the first train script the image has and writes the layout's name to the log.
+LAYOUTS = (
+    Layout("maxtext-package", "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
+           "today's MaxText (the PyPI wheel maxtext 0.2.5, run by the simulated cluster's real-framework "
+           "image): package maxtext, trainers/pre_train/train.py, its configs/base.yml found by pyconfig; needs "
+           "DECOUPLE_GCLOUD=TRUE without Google Cloud; step lines add lm_loss and perplexity"),
+    Layout("maxtext-2025", "/workspace/maxtext/src/MaxText/train.py",
+           "MaxText of 2025 (src/MaxText/train.py, src/MaxText/configs/base.yml), the layout the collection "
+           "targets for rocm/jax-training:maxtext-v25.9 (September 2025); step lines end with loss"),
+    Layout("maxtext-legacy", "/workspace/maxtext/MaxText/train.py", "MaxText before its src/ layout"),
 )
+TRAIN_SCRIPTS = tuple(layout.train_script for layout in LAYOUTS)
 # Seed model_params keys that MaxText does not know; they must never reach it.
 NON_MAXTEXT_KEYS = frozenset((
     "tokenizer_model", "model_size", "xla_flags", "micro_batch_size", "precision", "sequence_length",
@@ -164,7 +180,9 @@ def run_lines(yaml_path: str, output_dir: str, log_path: str,
     """Shell lines that pick the first existing train script and run it; and the display command."""
     args = " ".join(shlex.quote(arg) for arg in command_args(yaml_path, output_dir))
     quoted = " ".join(shlex.quote(candidate) for candidate in candidates)
+    known = " ".join("%s) echo %s ;;" % (shlex.quote(layout.train_script), layout.name) for layout in LAYOUTS)
     lines = [
+        'layout_of() { case "$1" in %s *) echo custom ;; esac; }' % known,
         "train_script=",
         "for candidate in %s; do" % quoted,
         '  if [ -f "$candidate" ]; then train_script=$candidate; break; fi',
@@ -174,6 +192,7 @@ def run_lines(yaml_path: str, output_dir: str, log_path: str,
         % (" ".join(candidates), shlex.quote(log_path)),
         "  finish 127",
         "fi",
+        'echo "clusterval: MaxText layout: $(layout_of "$train_script") ($train_script)" >>%s' % shlex.quote(log_path),
         'python3 "$train_script" %s >>%s 2>&1' % (args, shlex.quote(log_path)),
     ]
     display = "python3 %s %s" % (shlex.quote(candidates[0]), args)

@@ -383,6 +383,8 @@ def evaluate(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_p
         "summary": {"nodes": summaries, "cluster": cluster_summary(summaries)},
         "series": series, "warmup_steps": warmup, "straggler_pct": straggler_pct,
         "simulated": bool(plan.get("simulated")) or any(s["simulated"] for s in summaries.values()),
+        # the real-framework image on simulated nodes: what was real and what was simulated
+        **({"realism": plan["realism"]} if plan.get("realism") else {}),
     }
 
 

@@ -57,15 +57,30 @@ def llama_params(dims: Mapping[str, int]) -> int:
     return layers * per_layer + 2 * vocab * emb + emb
 
 
-def effective_model(name: str) -> Dict[str, Any]:
-    """``{name, family, params, params_b, dims}`` of a known model; only the name otherwise."""
+def effective_model(name: str, params: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """``{name, family, params, params_b, dims}`` of a known model; only the name otherwise. MaxText's
+    ``default`` model is base.yml's with the config's base_* values: its size comes from ``params``."""
     key = canonical(name)
     dims = dims_of(key)
+    if dims is None and key == "default" and params is not None:
+        dims = given_dims(params)
+        if dims is not None:
+            count = llama_params(dims)
+            return {"name": key, "family": "maxtext-default", "params": count,
+                    "params_b": round(count / 1e9, 6), "dims": dims}
     if dims is None:
         return {"name": name, "family": None, "params": None, "params_b": None, "dims": {}}
     params = llama_params(dims)
     return {"name": key, "family": MODELS[key]["family"], "params": params,
             "params_b": round(params / 1e9, 2), "dims": dims}
+
+
+def given_dims(params: Mapping[str, Any]) -> Optional[Dict[str, int]]:
+    """Every dimension from the base_* values of a MaxText config, or None when one is missing or not a number."""
+    try:
+        return {dim: int(str(params[key]).replace("_", "")) for dim, key in MAXTEXT_KEYS.items()}
+    except (KeyError, ValueError):
+        return None
 
 
 def model_with_maxtext_dims(params: Mapping[str, Any]) -> Optional[str]:

@@ -50,7 +50,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._stacks import
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
-from ansible_collections.clusterval.training.plugins.module_utils._xla import render_flag_sources
+from ansible_collections.clusterval.training.plugins.module_utils._xla import (
+    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
 
 FRAMEWORKS = PLANNED
 FULL_FORM = "full"
@@ -58,6 +59,8 @@ COMPACT_FORM = "compact"
 # Kept in `nodes[host]` of the compact form even when every node has the same value: they say who the node is.
 NODE_IDENTITY = ("host", "address", "job", "node_rank", "prints_steps")
 SIMULATOR_REPOSITORY = "clusterval/simulator"
+# The real-framework image of the simulated cluster (simulator/real/): real MaxText, JAX and XLA on CPU.
+REAL_FRAMEWORK_REPOSITORY = "clusterval/jax-maxtext"
 DEFAULT_JAX_PORT = 1234
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
@@ -88,6 +91,7 @@ ENV_LIKE_KEY = re.compile(
 CONFIG_KEYS = frozenset((
     "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
     "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
+    "jaxlib_version",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_root", "mock_data", "nic_type", "nnodes",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
@@ -167,6 +171,7 @@ class Context:
     run_dir: str
     warnings: List[str] = field(default_factory=list)
     versioned: Optional[Versioned] = None
+    xla_checked: Optional[Dict[str, Any]] = None
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -235,6 +240,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "form": FULL_FORM,
         "framework": ctx.framework,
         "simulated": common["simulated"],
+        **({"realism": common["realism"]} if common["realism"] else {}),
         "config_path": options.config_path,
         "config_name": config_name(options.config_path),
         "run_id": ctx.run_id,
@@ -242,7 +248,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "model": ctx.selection.model,
         "gpu_arch": ctx.selection.gpu_arch,
         "trains_model": common["trains_model"],
-        "effective_model": effective_model(common["trains_model"]),
+        "effective_model": effective_model(common["trains_model"], ctx.params),
         "remote_user": options.remote_user,
         "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
         "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),
@@ -252,6 +258,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "jobs": [job_summary(job) for job in jobs],
         "gpus_per_node": options.gpus_per_node,
         **judged_against(ctx, jobs[0].nnodes),
+        **({"xla_flags_checked": ctx.xla_checked} if ctx.xla_checked else {}),
         "warnings": ctx.warnings,
         "nodes": nodes,
     }
@@ -628,9 +635,29 @@ def xla_flags(ctx: Context) -> str:
         if not isinstance(flags, dict):
             raise ConfigError(path, "an object of flag names to values", type_name(flags))
     hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
-    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu")
+    version = jaxlib_version(ctx)
+    ctx.xla_checked = xla_check_statement(version)
+    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
     ctx.warnings.extend(warnings)
     return rendered
+
+
+def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:
+    """The jaxlib version the image runs and where that comes from: config.jaxlib_version, else the image tag."""
+    if ctx.config.get("jaxlib_version") is not None and not is_unset(ctx.config["jaxlib_version"]):
+        return checked_version(ctx.config["jaxlib_version"], "config.jaxlib_version"), "config.jaxlib_version"
+    image = str(ctx.config.get("container_image", ""))
+    found = version_from_image(image)
+    return (found, "from the image tag %s" % image) if found else None
+
+
+def xla_check_statement(version: Optional[Tuple[str, str]]) -> Dict[str, Any]:
+    if version:
+        return {"jaxlib": version[0], "source": version[1],
+                "text": "XLA flags checked against jaxlib %s (%s)" % version}
+    return {"jaxlib": None, "source": None,
+            "text": "XLA flags checked against the catalogue only: neither config.jaxlib_version nor the image "
+                    "tag names the image's jaxlib (measured: %s)" % ", ".join(MEASURED_JAXLIB)}
 
 
 # -- per-node parts -------------------------------------------------------------------------------
@@ -658,6 +685,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     hf_token_file = handed_token_path(ctx.run_dir) if ctx.options.hf_token_handed else ctx.config.get("hf_token_file")
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
+            "realism": realism(container["image"]),
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
 
 
@@ -793,11 +821,37 @@ def output_mounts(ctx: Context, workdir: str) -> List[str]:
             if isinstance(target, str) and target.startswith(workdir + "/") and source.startswith("/")]
 
 
-def is_simulator(image: str) -> bool:
+def image_repository(image: str) -> str:
     repository = image.split("@", 1)[0]
     if ":" in repository.rsplit("/", 1)[-1]:
         repository = repository.rsplit(":", 1)[0]
-    return repository == SIMULATOR_REPOSITORY or repository.endswith("/" + SIMULATOR_REPOSITORY)
+    return repository
+
+
+def is_repository(image: str, wanted: str) -> bool:
+    repository = image_repository(image)
+    return repository == wanted or repository.endswith("/" + wanted)
+
+
+def is_simulator(image: str) -> bool:
+    return is_repository(image, SIMULATOR_REPOSITORY)
+
+
+def realism(image: str) -> Optional[Dict[str, List[str]]]:
+    """What is real and what is simulated in a run of the real-framework image (None for any other image:
+    a real image on real nodes is real, and the simulator says SIMULATED)."""
+    if not is_repository(image, REAL_FRAMEWORK_REPOSITORY):
+        return None
+    tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    maxtext = re.search(r"maxtext-([0-9][0-9.]*[0-9])", tag)
+    jaxlib = version_from_image(image)
+    return {
+        "real": ["MaxText's own train.py%s" % (" (maxtext %s from PyPI)" % maxtext.group(1) if maxtext else ""),
+                 "JAX and XLA%s on CPU, parsing the rendered XLA_FLAGS" % (" (jaxlib %s)" % jaxlib if jaxlib else ""),
+                 "jax.distributed and gloo collectives between the nodes, over their network"],
+        "simulated": ["the GPUs: JAX trains on the nodes' CPUs, so throughput says nothing about GPUs",
+                      "RDMA: the nodes talk TCP (network namespaces on one machine)"],
+    }
 
 
 def unique(values: Sequence[str]) -> List[str]:

@@ -22,7 +22,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, check_label, headline, view)
+    CheckGroup, View, check_label, headline, realism_sentence, view)
 
 __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "ReportsNotWritten", "html_report", "junit_xml", "results_document",
            "results_json", "strict_json", "write_reports"]
@@ -285,6 +285,8 @@ def junit_case(suite: ET.Element, case: Case) -> None:
 def junit_properties(document: Mapping[str, Any], shown: View) -> List[Tuple[str, str]]:
     pairs = [("verdict", shown.verdict), ("headline", shown.headline), ("simulated", str(shown.simulated).lower()),
              ("schema_version", str(document.get("schema_version") or SCHEMA_VERSION))]
+    if shown.realism:
+        pairs.append(("realism", realism_sentence(shown.realism)))
     for key in ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "run_dir"):
         if document.get(key) not in (None, ""):
             pairs.append((key, str(document[key])))

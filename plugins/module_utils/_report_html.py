@@ -28,7 +28,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._metricdefs im
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
     FAIL, NOT_JUDGED, PASS, CheckGroup, View, check_label, hosts_of, node_states, node_throughput, relative_to_median,
-    short_number, throughput_metric, unique, value_range, view)
+    realism_sentence, short_number, throughput_metric, unique, value_range, view)
 
 try:  # Jinja2 comes with ansible-core; this runs on the controller only (training_results, the callback)
     import jinja2
@@ -73,6 +73,7 @@ white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word;margin:0}
 .verdict{font-size:19px;padding:12px 16px;border-radius:6px;margin:12px 0;overflow-wrap:anywhere}
 .verdict b{font-size:26px;margin-right:6px}
 .verdict.PASS{background:#dafbe1;border:2px solid #1a7f37}.verdict.FAIL{background:#ffebe9;border:2px solid #cf222e}
+.realism{background:#e8f4ff;border:2px solid #3a7bd5;padding:8px;margin:12px 0}
 .simulated{background:#fff3b0;border:3px solid #e0a800;padding:10px;font-size:20px;font-weight:bold;margin:12px 0}
 .culprit-box{border-left:6px solid #cf222e;background:#fff8f8;padding:8px 12px;margin:8px 0}
 .culprit-box pre{background:#fff;border:1px solid #f0c4c4;padding:6px 8px;margin:6px 0}
@@ -158,6 +159,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
     charts, reason = charts_of(document, shown, metric)
     context = {
         "title": title, "style": STYLE, "simulated": shown.simulated, "verdict": verdict_of(shown),
+        "realism": realism_sentence(shown.realism) if shown.realism else "",
         "stop": stop_of(document, shown), "culprit": culprit_of_view(shown), "unjudged": unjudged_text(shown),
         "run_cause": run_cause_of(document, shown),
         "cell": cell_of(document), "baseline": baseline_text(document), "failures": failures_of(document, shown),

@@ -67,6 +67,8 @@ class View(NamedTuple):
     not_judged: List[CheckGroup]              # no threshold set, info only
     unjudged: List[Dict[str, Any]]            # metrics not judged, with the reason
     subjects: List[str]                       # every node (and job) judged, natural order
+    # real-framework runs on simulated nodes: {"real": [...], "simulated": [...]}; None otherwise
+    realism: Optional[Dict[str, List[str]]] = None
 
 
 def unique(items: Iterable[str]) -> List[str]:
@@ -151,6 +153,7 @@ def view(document: Mapping[str, Any]) -> View:
         not_judged=group_checks([c for c in checks if c.get("status") in NOT_JUDGED], of),
         unjudged=unjudged_of(document, checks),
         subjects=sorted(unique(str(c.get("node")) for c in checks), key=natural_key),
+        realism=realism_of(document),
     )
 
 
@@ -257,3 +260,15 @@ def relative_to_median(values: Mapping[str, float]) -> Tuple[Optional[float], Di
     if not median:
         return median, {host: 0.0 for host in values}
     return median, {host: value / median - 1.0 for host, value in values.items()}
+
+
+def realism_of(document: Mapping[str, Any]) -> Optional[Dict[str, List[str]]]:
+    realism = document.get("realism")
+    if not isinstance(realism, Mapping):
+        return None
+    return {part: [str(item) for item in realism.get(part) or []] for part in ("real", "simulated")}
+
+
+def realism_sentence(realism: Mapping[str, List[str]]) -> str:
+    """One sentence for every report: what was real, what was simulated."""
+    return "REAL: %s. SIMULATED: %s." % ("; ".join(realism["real"]), "; ".join(realism["simulated"]))

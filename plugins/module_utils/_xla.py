@@ -5,12 +5,16 @@
 The catalogue holds the flags MaxText's high-performance notes document (seed 002) and the
 flags the seed configs set. XLA aborts at start-up on an unknown flag, so an unknown name is
 reported with the closest known one before any node starts.
+
+Which flags an XLA build knows depends on its version: ``KNOWN_IN`` records, for each catalogue flag
+that some measured jaxlib does not know, the measured versions that know it. With the version that
+the image runs (``jaxlib_version``), the plan warns about every flag that version does not know.
 """
 from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
 
@@ -61,6 +65,24 @@ CATALOGUE: Dict[str, str] = {
     # the validation suite's current JAX configs (ROCm/cvs)
     "xla_gpu_memory_limit_slop_factor": INT,
 }
+
+# The jaxlib releases whose XLA was asked about every catalogue flag (simulator/real/xla_probe.py: one
+# start of the CPU wheel from PyPI per flag, on Python 3.13, 2026-11-26; the answers are in
+# tests/fixtures/xla/). The CPU wheel registers the
+# xla_gpu_* flags too; the xla_tpu_* flags belong to libtpu, so no jaxlib version decides them.
+MEASURED_JAXLIB = ("0.4.35", "0.5.3", "0.6.2", "0.7.2", "0.9.2", "0.12.0.1")
+# Catalogue flags that some measured jaxlib does not know ("Unknown flag(s) in XLA_FLAGS" and an abort):
+# the measured versions that know them. A flag not listed here is known to every measured version.
+KNOWN_IN: Dict[str, Tuple[str, ...]] = {
+    "xla_enable_async_all_gather": (),
+    "xla_enable_async_collective_permute": (),
+    "xla_gpu_first_collective_call_warn_stuck_timeout_seconds": ("0.6.2", "0.7.2", "0.9.2", "0.12.0.1"),
+    "xla_gpu_first_collective_call_terminate_timeout_seconds": ("0.6.2", "0.7.2", "0.9.2", "0.12.0.1"),
+    "xla_gpu_graph_level": ("0.4.35", "0.5.3", "0.6.2"),
+}
+_VERSION = re.compile(r"^[0-9]+(?:\.[0-9]+)*$")
+# A version in an image tag: rocm/jax:rocm6.0.0-jax0.4.23-py3.9.0, clusterval/jax-maxtext:maxtext-0.2.5-jaxlib-0.12.0.1
+_TAG_VERSION = re.compile(r"(?:^|[-_.])jax(?:lib)?-?v?([0-9]+\.[0-9]+(?:\.[0-9]+)*)")
 
 # How a config writes XLA's empty list (`--xla_gpu_enable_command_buffer=` turns command buffers off);
 # the validation suite writes the shell's quotes.
@@ -140,17 +162,59 @@ def _render_plain(value: Any, path: str) -> str:
     return text
 
 
+def version_key(version: str) -> Tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def checked_version(version: Any, path: str) -> str:
+    text = str(version).strip() if isinstance(version, (str, int, float)) and not isinstance(version, bool) else ""
+    if not _VERSION.match(text):
+        raise ConfigError(path, "a jaxlib version like 0.12.0.1", show(version))
+    return text
+
+
+def version_from_image(image: str) -> Optional[str]:
+    """The jax/jaxlib version an image's tag names (None when it names none)."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    tag = name.split(":", 1)[1] if ":" in name else ""
+    found = _TAG_VERSION.search(tag)
+    return found.group(1) if found else None
+
+
+def knows(name: str, version: str) -> Optional[bool]:
+    """Whether jaxlib ``version`` knows the catalogue flag ``name``: measured for a measured version; for
+    another, what the measured versions on both sides agree on; None where nothing decides it."""
+    if name not in CATALOGUE or flag_platform(name) == "tpu":
+        return None
+    known_in = KNOWN_IN.get(name, MEASURED_JAXLIB)
+    if version in MEASURED_JAXLIB:
+        return version in known_in
+    key = version_key(version)
+    below = [v for v in MEASURED_JAXLIB if version_key(v) < key]
+    above = [v for v in MEASURED_JAXLIB if version_key(v) > key]
+    sides = {v in known_in for v in below[-1:] + above[:1]}
+    return sides.pop() if len(sides) == 1 else None
+
+
+def known_range(name: str) -> str:
+    known_in = KNOWN_IN.get(name, MEASURED_JAXLIB)
+    if not known_in:
+        return "no measured jaxlib (%s to %s) knows it" % (MEASURED_JAXLIB[0], MEASURED_JAXLIB[-1])
+    return "measured: jaxlib %s know%s it" % (", ".join(known_in), "s" if len(known_in) == 1 else "")
+
+
 def render_xla_flags(flags: Mapping[str, Any], path: str = "xla_flags", platform: str = "") -> Tuple[str, List[str]]:
     """Returns the `XLA_FLAGS` string (config order, `--name=value`) and warnings for unknown flags."""
     return render_flag_sources([(flags, path)], platform)
 
 
-def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]],
-                        platform: str = "") -> Tuple[str, List[str]]:
+def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]], platform: str = "",
+                        version: Optional[Tuple[str, str]] = None) -> Tuple[str, List[str]]:
     """`XLA_FLAGS` from several (flags, path) sources in order; a later source's value of a flag wins (in the
     place of its first appearance).
 
-    Warns about unknown flags and, with `platform` (gpu or tpu), about another platform's flags."""
+    Warns about unknown flags and, with `platform` (gpu or tpu), about another platform's flags; with
+    `version` (the jaxlib version and where it comes from), about flags that version does not know."""
     rendered: Dict[str, str] = {}
     warnings: List[str] = []
     for flags, path in sources:
@@ -168,6 +232,9 @@ def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]],
                 warnings.append("%s: %s is a %s flag in a %s job (XLA aborts at start-up on flags its build "
                                 "does not register)" % (flag_path, bare, other.upper(), platform.upper()))
             rendered[bare] = "--%s=%s" % (bare, render_value(bare, value, flag_path))
+            if version and knows(bare, version[0]) is False:
+                warnings.append("%s: jaxlib %s (%s) does not know %s (%s); its XLA aborts at start-up on it"
+                                % (flag_path, version[0], version[1], bare, known_range(bare)))
     return " ".join(rendered.values()), warnings
 
 

@@ -282,6 +282,48 @@ class Rendezvous:
                     self.done.add(rank)
                     break
 
+    def collective(self, step: int, seconds: float) -> float:
+        """The step's collective, as every real train step all-reduces: no rank completes step ``step`` before
+        every rank has reached it (lock-step). A hung rank stops every other rank here, a slow rank slows
+        them all, a dead rank's closed connection is PeerLost. Every rank gets the step's slowest seconds."""
+        if self.nnodes == 1:
+            return seconds
+        if self.rank == 0:
+            slowest = seconds
+            for rank in sorted(self.peers):
+                slowest = max(slowest, float(self._await(rank, "AT %d" % step)))
+            for conn in self.peers.values():
+                conn.sendall(b"GO %d %.6f\n" % (step, slowest))
+            return slowest
+        self.peers[0].sendall(b"AT %d %.6f\n" % (step, seconds))
+        return float(self._await(0, "GO %d" % step))
+
+    def _await(self, rank: int, word: str) -> str:
+        """Blocks until the peer sent the line ``<word> <value>``; its value. No timeout: a real collective
+        waits for its peers as long as the peers' connections stay open."""
+        conn, prefix = self.peers[rank], ("\n" + word + " ").encode()
+        while True:
+            buffered = b"\n" + self.buffers.get(rank, b"")
+            start = buffered.find(prefix)
+            end = buffered.find(b"\n", start + len(prefix)) if start >= 0 else -1
+            if end >= 0:
+                return buffered[start + len(prefix):end].decode()
+            if not select.select([conn], [], [], 1.0)[0]:
+                continue
+            chunk = conn.recv(4096)
+            if not chunk:
+                raise PeerLost(rank)
+            self.buffers[rank] = self.buffers.get(rank, b"") + chunk
+            if b"DONE" in self.buffers[rank]:
+                self.done.add(rank)
+
+    def peer_address(self, rank: int) -> str:
+        try:
+            host, port = self.peers[rank].getpeername()[:2]
+        except (KeyError, OSError):
+            return "%s:%d" % (self.address, self.port)
+        return "[%s]:%d" % (host, port)
+
     def finish(self) -> None:
         """Shutdown barrier: every rank reports DONE to rank 0, which answers BYE."""
         if self.nnodes == 1:

@@ -23,6 +23,9 @@ from clusterval_sim import (  # noqa: E402
 )
 
 TRAIN_PY = "/workspace/maxtext/src/MaxText/train.py"
+# How long real survivors take to exit after a peer process died: JAX's heartbeat timeout (measured 85 s
+# with maxtext 0.2.5 / jax 0.12.0.1 on CPU, 2026-11-26; CLUSTERVAL_SIM_PEER_EXIT_SECONDS sets another).
+DEFAULT_PEER_EXIT_SECONDS = 85.0
 ICI_KEYS = ("data", "fsdp", "fsdp_transpose", "sequence", "tensor", "tensor_sequence",
             "pipeline", "expert", "autoregressive")
 
@@ -153,8 +156,9 @@ def check_xla_flags(env: Mapping[str, str]) -> None:
             illegal.append(token)
     stamp = time.strftime("%m%d %H:%M:%S")
     if unknown:
-        raise SimFailure([f"F{stamp}.000000       1 parse_flags_from_env.cc:234] Unknown flags in XLA_FLAGS: "
-                          + " ".join(unknown), "Aborted (core dumped)"], exit_code=134)
+        # as jaxlib >= 0.5 prints it (observed with 0.12.0.1: the first unknown flag, then the abort)
+        raise SimFailure([f"F{stamp}.000000       1 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
+                          + unknown[0], "*** Check failure stack trace: ***"], exit_code=134)
     if illegal:
         raise SimFailure([f"F{stamp}.000000       1 parse_flags_from_env.cc:234] Illegal value for flag in "
                           f"XLA_FLAGS: {' '.join(illegal)}", "Aborted (core dumped)"], exit_code=134)
@@ -240,6 +244,13 @@ def crash_lines() -> list[str]:
          "for details); current tracing scope: all-reduce-start.1; current profiling annotation: XlaModule:#prefix=jit(train_step)"]
 
 
+def gloo_peer_closed_line(address: str) -> str:
+    """What every survivor prints at once when a peer process on another node dies (observed: maxtext 0.2.5,
+    jax 0.12.0.1 on CPU, gloo; the GPU build's collectives name NCCL/RCCL instead)."""
+    return ("jax.errors.JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [external/xla++third_party_ext+gloo/gloo/"
+            f"transport/tcp/pair.cc:538] Read error {address}: Connection reset by peer")
+
+
 def lost_peer_lines(rank: int) -> list[str]:
     stamp = time.strftime("%m%d %H:%M:%S")
     return [
@@ -307,7 +318,8 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], script_path: str) -
             if faults.crashes_at(step):
                 raise SimFailure(crash_lines())
             pace(speed, rendezvous, first=step == 0)
-            seconds = step_seconds(step, compute_s, speed)
+            # lock-step, as real JAX: the step completes when every rank reached it, at the slowest's pace
+            seconds = rendezvous.collective(step, step_seconds(step, compute_s, speed))
             loss = "nan" if faults.loss_is_nan(step) else f"{speed.loss(step):.3f}"
             say(f"completed step: {step}, seconds: {seconds:.3f}, "
                 f"TFLOP/s/device: {flops_device_step / seconds / 1e12:.3f}, "
@@ -315,7 +327,10 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], script_path: str) -
                 f"total_weights: {int(tokens_per_device * devices)}, loss: {loss}")
         rendezvous.finish()
     except PeerLost as lost:
-        raise SimFailure(lost_peer_lines(lost.rank)) from None
+        # Real survivors print gloo's error at once, then wait for JAX's heartbeat timeout before they abort.
+        say(gloo_peer_closed_line(rendezvous.peer_address(lost.rank)))
+        time.sleep(env_float(env, "CLUSTERVAL_SIM_PEER_EXIT_SECONDS", DEFAULT_PEER_EXIT_SECONDS))
+        raise SimFailure(lost_peer_lines(lost.rank), exit_code=134) from None
     except RendezvousTimeout as err:
         raise SimFailure(barrier_timeout_lines(err, "Shutdown")) from None
     say("Distributed task shutdown result: OK")

@@ -1,13 +1,14 @@
 """`teardown.yml` without a run id frees this cluster's nodes and never touches another cluster's runs (issue 19).
 
 Two simulated clusters whose nodes have the same names (node1, node2) share the home directory their runs are
-recorded in (`~/.cache/clusterval/runs/`): the nodes log in as root, and every node of both clusters sees the
-machine's /root (only /tmp, /home and /run are private to a node), as every node of two real clusters sees a
-home directory on NFS. Real ansible-playbook, SSH and Docker daemons."""
+recorded in (`~/.cache/clusterval/`): each simulated node has its own /root, so the test mounts one directory
+there on every node of both clusters, as every node of two real clusters sees a home directory on NFS. Real
+ansible-playbook, SSH and Docker daemons."""
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -42,12 +43,35 @@ def other_cluster(simcluster):
                            timeout=300, check=False)
 
 
+@pytest.fixture
+def shared_home(simcluster, other_cluster):
+    """One ~/.cache/clusterval for every node of both clusters (an NFS home), unmounted at the end. It lives on
+    the first cluster's shared directory: /tmp is private to each node."""
+    shared = simcluster.shared_dir / simcluster.unique_name("home-cache")
+    shared.mkdir()
+    target = "/root/.cache/clusterval"
+    mounted = []
+    for cluster, env in ((simcluster, {}), (other_cluster, OTHER)):
+        for node in simcluster.nodes[:2]:
+            subprocess.run([str(SIMCLUSTER), "exec", node, "--", "sh", "-c",
+                            f"mkdir -p {target} && mount --bind {shared} {target}"],
+                           env=dict(os.environ, **env), check=True, capture_output=True, timeout=60)
+            mounted.append((node, env))
+    try:
+        yield shared
+    finally:
+        for node, env in mounted:
+            subprocess.run([str(SIMCLUSTER), "exec", node, "--", "umount", target], env=dict(os.environ, **env),
+                           check=False, capture_output=True, timeout=60)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def on_other(cluster, node: str, command: str) -> str:
     return cluster.ssh(node, command).stdout
 
 
 def test_a_teardown_without_run_id_on_one_cluster_leaves_the_other_clusters_run_alone(simcluster, other_cluster,
-                                                                                      tmp_path):
+                                                                                      shared_home, tmp_path):
     hosts = simcluster.nodes[:2]
     assert other_cluster.nodes == hosts and other_cluster.addresses != {h: simcluster.addresses[h] for h in hosts}
     teardown(simcluster, hosts)
@@ -86,4 +110,4 @@ def test_a_teardown_without_run_id_on_one_cluster_leaves_the_other_clusters_run_
     assert_no_training_container(simcluster, hosts)
     # The run's own teardown cleared its state; the index holds nothing of it.
     assert not list((simcluster.shared_dir / ".clusterval-status").glob(run_id))
-    assert not [p for p in os.listdir(os.path.expanduser("~/.cache/clusterval/runs")) if p.startswith(run_id)]
+    assert not [p for p in os.listdir(shared_home / "runs") if p.startswith(run_id)]

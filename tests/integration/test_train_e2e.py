@@ -140,9 +140,8 @@ def test_single_node_config_on_two_hosts_runs_two_jobs(simcluster, nodes, tmp_pa
 
 @pytest.mark.parametrize("knobs, cause", [
     ({"CRASH_AT_STEP": "5", "CRASH_RANK": "1"}, "xlaruntimeerror"),  # the cause: the traceback's exception
-    ({"HANG_AT_STEP": "4", "HANG_RANK": "1"}, "hang"),
     ({"NAN_AT_STEP": "4"}, "nan"),
-], ids=["crash", "hang", "nan"])
+], ids=["crash", "nan"])
 def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path, knobs, cause):
     started = time.monotonic()
     proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(**knobs),
@@ -164,11 +163,34 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
     assert_no_training_container(simcluster, nodes)
 
 
-def test_a_slow_node_is_reported_as_a_straggler(simcluster, nodes, tmp_path):
-    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(SLOW_RANK="1", SLOW_FACTOR="3"))
+def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simcluster, nodes, tmp_path):
+    """As real JAX (tests/integration/test_real_maxtext.py): the other rank blocks at the next step's collective,
+    so both stop at the same step; nothing in their output singles out the hung one."""
+    started = time.monotonic()
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(HANG_AT_STEP="4", HANG_RANK="1"),
+                     more_vars={"train_hang_timeout": 8})
+    elapsed = time.monotonic() - started
     assert proc.returncode != 0
-    stragglers = [c for c in results(tmp_path)["checks"] if c["check"] == "straggler" and c["status"] == "fail"]
-    assert [c["node"] for c in stragglers] == [nodes[1]]
+    document = results(tmp_path)
+    assert [document["summary"]["nodes"][node]["last_step"] for node in nodes] == [3, 3]
+    assert "hang" in json.dumps(document["failures"]).lower(), document["failures"]
+    assert elapsed < 150, f"the hang took {elapsed:.0f}s to be reported"
+    assert_no_training_container(simcluster, nodes)
+    if document["culprit"] is not None:
+        pytest.xfail("the verdict names %s as the culprit of a lock-step hang (rank 1 hung); both nodes stopped "
+                     "after step 3: nothing singles a node out" % document["culprit"]["host"])
+
+
+def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler(simcluster, nodes, tmp_path):
+    """Real JAX runs in lock-step (every step's collectives wait for the slowest rank): each node reports the
+    same step times, so the step times single out no straggler; the whole job is slower."""
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, extra=sim_env(SLOW_RANK="1", SLOW_FACTOR="3"))
+    document = results(tmp_path)
+    stragglers = [c for c in document["checks"] if c["check"] == "straggler" and c["status"] == "fail"]
+    assert stragglers == [], stragglers
+    seconds = [document["summary"]["nodes"][node]["steady"]["seconds"]["mean"] for node in nodes]
+    assert abs(seconds[0] - seconds[1]) <= 0.01 * max(seconds), seconds
+    assert proc.returncode == 0, proc.stdout[-3000:]
     assert_no_training_container(simcluster, nodes)
 
 

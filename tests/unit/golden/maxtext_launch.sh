@@ -16,6 +16,7 @@ if [ -r /run/clusterval/hf_token ]; then HF_TOKEN=$(cat /run/clusterval/hf_token
   echo '[clusterval] RDMA: ibv_devinfo in the container lists bnxt_re0 bnxt_re1'
 } >>/home/root/LOGS/clusterval/r1/training.log 2>&1
 cd /workspace/maxtext || finish 126
+layout_of() { case "$1" in /workspace/maxtext/src/maxtext/trainers/pre_train/train.py) echo maxtext-package ;; /workspace/maxtext/src/MaxText/train.py) echo maxtext-2025 ;; /workspace/maxtext/MaxText/train.py) echo maxtext-legacy ;; *) echo custom ;; esac; }
 train_script=
 for candidate in /workspace/maxtext/src/maxtext/trainers/pre_train/train.py /workspace/maxtext/src/MaxText/train.py /workspace/maxtext/MaxText/train.py; do
   if [ -f "$candidate" ]; then train_script=$candidate; break; fi
@@ -24,5 +25,6 @@ if [ -z "$train_script" ]; then
   echo 'clusterval: no MaxText train script in this image (looked for: /workspace/maxtext/src/maxtext/trainers/pre_train/train.py /workspace/maxtext/src/MaxText/train.py /workspace/maxtext/MaxText/train.py)' >>/home/root/LOGS/clusterval/r1/training.log
   finish 127
 fi
+echo "clusterval: MaxText layout: $(layout_of "$train_script") ($train_script)" >>/home/root/LOGS/clusterval/r1/training.log
 python3 "$train_script" /home/root/LOGS/clusterval/r1/maxtext.yml base_output_directory=/home/root/LOGS/clusterval/r1/output >>/home/root/LOGS/clusterval/r1/training.log 2>&1
 finish $?

@@ -28,6 +28,8 @@ def checkout(tmp_path):
         (root / name).write_text("# %s\n" % name)
     (root / ".venv" / "bin").mkdir(parents=True)
     executable(root / ".venv" / "bin" / "python", "exit 0\n")
+    # the real-framework image's build (scripts/simcluster build-real) only says it was asked
+    executable(root / "scripts" / "simcluster", 'echo "$*" >> "$(dirname "$0")/simcluster.log"\n')
     stamp = hashlib.sha256(b"# requirements.txt\n# requirements-test.txt\n").hexdigest()
     (root / ".venv" / ".requirements.sha").write_text(stamp + "\n")
     return root
@@ -80,3 +82,15 @@ def test_an_engine_that_does_not_run_stops_setup_before_apt(checkout, tmp_path):
     done, installed = run_setup(checkout, tmp_path, missing=["docker.io", "shellcheck"], engine="broken")
     assert done.returncode == 1 and installed == []
     assert "does not run" in done.stderr and "leaves an installed engine alone" in done.stderr
+
+
+def test_setup_builds_the_real_framework_image_unless_told_not_to(checkout, tmp_path):
+    done, dummy = run_setup(checkout, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (checkout / "scripts" / "simcluster.log").read_text().splitlines() == ["build-real"]
+    (checkout / "scripts" / "simcluster.log").unlink()
+    skipped = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh")], capture_output=True, text=True,
+                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path),
+                                  "CLUSTERVAL_SKIP_REAL_IMAGE": "1"}, check=False)
+    assert skipped.returncode == 0, skipped.stderr
+    assert not (checkout / "scripts" / "simcluster.log").exists()

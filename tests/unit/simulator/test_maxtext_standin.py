@@ -63,11 +63,11 @@ def test_malformed_yaml_fails_with_a_parser_error(standin):
 def test_unknown_xla_flag_aborts_like_xla(standin):
     proc = standin.maxtext(env={"XLA_FLAGS": "--xla_gpu_graph_level=0 --xla_gpu_enable_cublas_lt=true"})
     assert proc.returncode == 134
-    assert "Unknown flags in XLA_FLAGS: --xla_gpu_enable_cublas_lt=true" in proc.stdout
+    assert "Unknown flag in XLA_FLAGS: --xla_gpu_enable_cublas_lt=true" in proc.stdout
 
 
 def test_xla_flags_need_dashes_and_typed_values(standin):
-    assert "Unknown flags in XLA_FLAGS: xla_gpu_graph_level=0" in standin.maxtext(
+    assert "Unknown flag in XLA_FLAGS: xla_gpu_graph_level=0" in standin.maxtext(
         env={"XLA_FLAGS": "xla_gpu_graph_level=0"}).stdout
     bad_bool = standin.maxtext(env={"XLA_FLAGS": "--xla_gpu_enable_cublaslt=True"})
     assert bad_bool.returncode == 134 and "Illegal value for flag" in bad_bool.stdout
@@ -157,17 +157,52 @@ def test_crash_on_another_rank_spares_this_one(standin):
     assert proc.returncode == 0
 
 
-def test_a_peer_that_dies_takes_the_job_down(standin):
+def test_a_peer_that_dies_takes_the_job_down_as_real_jax_does(standin):
+    """Real survivors (jax 0.12.0.1, gloo) print gloo's error at once, then abort after the heartbeat timeout."""
     port = str(standin.free_port())
     common = {"JAX_COORDINATOR_IP": "127.0.0.1", "JAX_COORDINATOR_PORT": port, "NNODES": "2",
-              "CLUSTERVAL_SIM_CRASH_AT_STEP": "2", "CLUSTERVAL_SIM_CRASH_RANK": "1"}
+              "CLUSTERVAL_SIM_CRASH_AT_STEP": "2", "CLUSTERVAL_SIM_CRASH_RANK": "1",
+              "CLUSTERVAL_SIM_PEER_EXIT_SECONDS": "1.5"}
     rank1 = standin.maxtext_popen({**common, "NODE_RANK": "1"})
+    started = time.monotonic()
     rank0 = standin.maxtext(env={**common, "NODE_RANK": "0"})
     out1, dummy = rank1.communicate(timeout=60)
     assert rank1.returncode == 1 and "Traceback" in out1
-    assert rank0.returncode != 0
-    assert "The following tasks are unhealthy (stopped sending heartbeats):" in rank0.stdout
+    assert rank0.returncode == 134, rank0.stdout[-2000:]
+    lines = rank0.stdout.splitlines()
+    gloo = [i for i, line in enumerate(lines) if "Gloo all-reduce failed" in line and "Connection reset by peer" in line]
+    fatal = [i for i, line in enumerate(lines) if "The following tasks are unhealthy (stopped sending heartbeats):" in line]
+    assert gloo and fatal and gloo[0] < fatal[0], rank0.stdout[-2000:]
     assert "/job:jax_worker/replica:0/task:1" in rank0.stdout
+    assert time.monotonic() - started >= 1.5, "the survivor waits the heartbeat timeout before it exits"
+    assert [r[0] for r in steps(rank0.stdout)] == [0, 1], "lock-step: no rank completes the step its peer died in"
+
+
+def test_lock_step_a_hung_rank_stops_every_rank_at_the_next_collective(standin):
+    port = str(standin.free_port())
+    common = {"JAX_COORDINATOR_IP": "127.0.0.1", "JAX_COORDINATOR_PORT": port, "NNODES": "2",
+              "CLUSTERVAL_SIM_HANG_AT_STEP": "3", "CLUSTERVAL_SIM_HANG_RANK": "1"}
+    ranks = [standin.maxtext_popen({**common, "NODE_RANK": str(rank)}) for rank in (0, 1)]
+    time.sleep(4)
+    assert all(rank.poll() is None for rank in ranks), "both ranks still run: a collective has no timeout"
+    outputs = []
+    for rank in ranks:
+        rank.kill()
+        outputs.append(rank.communicate()[0])
+    assert [[r[0] for r in steps(out)] for out in outputs] == [[0, 1, 2], [0, 1, 2]]
+
+
+def test_lock_step_a_slow_rank_slows_every_rank(standin):
+    port = str(standin.free_port())
+    common = {"JAX_COORDINATOR_IP": "127.0.0.1", "JAX_COORDINATOR_PORT": port, "NNODES": "2",
+              "CLUSTERVAL_SIM_SLOW_RANK": "1", "CLUSTERVAL_SIM_SLOW_FACTOR": "3"}
+    rank1 = standin.maxtext_popen({**common, "NODE_RANK": "1"})
+    rank0 = standin.maxtext(env={**common, "NODE_RANK": "0"})
+    rows1 = steps(rank1.communicate(timeout=60)[0])
+    rows0 = steps(rank0.stdout)
+    assert [r[1] for r in rows0] == [r[1] for r in rows1], "every rank reports the step's slowest seconds"
+    alone = steps(standin.maxtext(env={}).stdout)
+    assert rows0[3][1] > 2.5 * alone[3][1]
 
 
 def test_nan_from_step(standin):

@@ -87,3 +87,42 @@ def test_every_signature_has_a_known_class():
 
 def test_every_signature_contains_a_prefilter_anchor():
     assert [s.name for s in _failures.BUILTIN_SIGNATURES if _failures.anchor_of(s.literal) is None] == []
+
+
+# -- lines observed running real MaxText and JAX on CPU (tests/fixtures/real-logs/maxtext_cpu_observed.txt) --
+
+from real_logs import repo_excerpts  # noqa: E402
+
+OBSERVED = repo_excerpts("maxtext_cpu_observed.txt")
+
+
+def test_real_maxtext_step_lines_parse_and_are_no_failure():
+    result = _logs.parse_text(OBSERVED["MC-01"], "maxtext")
+    assert [s["step"] for s in result.steps] == [0, 1, 2, 11]
+    assert result.steps[-1]["loss"] == 6.07 and result.errors == []
+
+
+def test_a_mesh_maxtext_refuses_has_its_assertion_error_as_the_cause_not_the_handled_import():
+    errors = errors_of(OBSERVED["MC-02"])
+    assert errors, "the traceback is a failure"
+    assert all("transformer_engine" not in e["text"] for e in errors), errors
+    assert errors[-1]["text"].startswith("AssertionError: Number of devices per slice 2 does not match"), errors
+
+
+@pytest.mark.parametrize("excerpt", ["MC-03", "MC-04"])
+def test_xla_refusing_an_unknown_flag_is_a_crash_cause(excerpt):
+    errors = errors_of(OBSERVED[excerpt])
+    assert [e["pattern"] for e in errors] == ["xla_unknown_flag"], errors
+    assert not _failures.is_consequence("xla_unknown_flag")
+
+
+def test_gloo_losing_its_peer_is_a_consequence():
+    line = ("jax.errors.JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [external/xla++third_party_ext+gloo/gloo/"
+            "transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:13997")
+    errors = errors_of(line + "\n")
+    assert errors and errors[0]["pattern"] == "peer_closed" and _failures.is_consequence("peer_closed")
+
+
+def test_the_survivor_of_a_killed_peer_is_a_consequence_in_real_output():
+    errors = errors_of(OBSERVED["MC-05"])
+    assert [(e["pattern"], e["consequence"]) for e in errors] == [("peer_reset", True)], errors

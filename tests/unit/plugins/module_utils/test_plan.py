@@ -401,3 +401,35 @@ def test_duplicate_json_keys_are_refused_naming_the_path():
     from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_text
     with pytest.raises(ConfigError, match=r"config\.container_config\.env_dict\.A: expected each key once"):
         load_config_text('{"config": {"container_config": {"env_dict": {"A": "1", "A": "2"}}}, "model_params": {}}')
+
+
+def test_the_plan_says_which_jaxlib_it_checked_the_xla_flags_against():
+    image = {"config": {"container_image": "clusterval/jax-maxtext:maxtext-0.2.5-jaxlib-0.12.0.1"}}
+    checked = plan("jax/mi300x_singlenode_llama3_1_70b.json", image)
+    assert checked["xla_flags_checked"]["jaxlib"] == "0.12.0.1"
+    assert checked["xla_flags_checked"]["text"] == (
+        "XLA flags checked against jaxlib 0.12.0.1 (from the image tag "
+        "clusterval/jax-maxtext:maxtext-0.2.5-jaxlib-0.12.0.1)")
+    graph = [w for w in checked["warnings"] if "does not know xla_gpu_graph_level" in w]
+    assert len(graph) == 1 and graph[0].startswith('model_params.single_node["llama3.1-70b"].mi300x.xla_flags.xla_gpu_graph_level: '), graph
+    # the config key wins over the tag
+    older = plan("jax/mi300x_singlenode_llama3_1_70b.json", {"config": {**image["config"], "jaxlib_version": "0.4.35"}})
+    assert older["xla_flags_checked"]["source"] == "config.jaxlib_version"
+    assert not [w for w in older["warnings"] if "does not know xla_gpu_graph_level" in w]
+    assert [w for w in older["warnings"] if "does not know xla_gpu_first_collective_call_terminate" in w]
+    # the seed's ROCm image names no jaxlib: the plan says the catalogue alone was used
+    seed = plan("jax/mi300x_singlenode_llama3_1_70b.json")
+    assert seed["xla_flags_checked"]["jaxlib"] is None
+    assert "neither config.jaxlib_version nor the image tag" in seed["xla_flags_checked"]["text"]
+
+
+def test_a_run_of_the_real_framework_image_says_what_is_real_and_what_is_simulated():
+    image = "clusterval/jax-maxtext:maxtext-0.2.5-jaxlib-0.12.0.1"
+    real = plan("jax/mi300x_singlenode_llama3_1_70b.json", {"config": {"container_image": image}})
+    assert real["simulated"] is False
+    assert real["realism"]["real"][0] == "MaxText's own train.py (maxtext 0.2.5 from PyPI)"
+    assert "jaxlib 0.12.0.1" in real["realism"]["real"][1]
+    assert [part.split(":")[0] for part in real["realism"]["simulated"]] == ["the GPUs", "RDMA"]
+    assert "realism" not in plan("jax/mi300x_singlenode_llama3_1_70b.json")
+    assert "realism" not in plan("jax/mi300x_singlenode_llama3_1_70b.json",
+                                 {"config": {"container_image": "clusterval/simulator:latest"}})

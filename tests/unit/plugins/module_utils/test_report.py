@@ -496,3 +496,19 @@ def test_large_y_ticks_fit_the_left_margin():
     level = [_report_html.Level(1e9, "threshold 1000000000", "#cf222e", "6 4")]
     chart = _report_html.svg_chart("tflops", curve, None, level, zero_based=True)
     assert ">1e+09</text>" in chart and ">1000000000</text>" not in chart
+
+
+def test_every_report_of_a_real_framework_run_says_what_was_real_and_what_was_simulated(junit_schema):
+    from ansible_collections.clusterval.training.plugins.module_utils import _console
+    doc = document()
+    doc["realism"] = {"real": ["MaxText's own train.py (maxtext 0.2.5 from PyPI)"],
+                      "simulated": ["the GPUs: JAX trains on the nodes' CPUs"]}
+    sentence = "REAL: MaxText's own train.py (maxtext 0.2.5 from PyPI). SIMULATED: the GPUs: JAX trains on the nodes' CPUs."
+    page = _report.html_report(doc)
+    assert '<div class="realism">REAL: MaxText&#39;s own train.py' in page and "SIMULATED RUN" not in page
+    xml = _report.junit_xml(doc, hostname="h")
+    junit_schema.assertValid(etree.fromstring(xml.encode()))
+    assert ET.fromstring(xml).find(".//property[@name='realism']").get("value") == sentence
+    console = " ".join(line.strip() for line in _console.verdict_lines(doc))
+    assert sentence in console
+    assert "REAL:" not in " ".join(_console.verdict_lines(document()))
