@@ -6,6 +6,7 @@ rest aborted, the cluster's answer, and the one decision of the culprit that eve
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import natural_key
@@ -292,6 +293,8 @@ def reason_of(analysis: Mapping[str, Any], states: Mapping[str, State]) -> str:
 # needs was removed, every node stopped at the same place (a lock-step hang), or every stream stopped at once.
 
 ENDINGS = ("exit", "hang", "deadline", "unreachable", "error", "lease", "stopped")
+# Process states that single out the node whose training process is in one while no other node's is.
+STUCK_STATES = {"D": "in uninterruptible sleep (D)", "T": "stopped (T)", "t": "stopped by a tracer (t)"}
 STOPPED_BY_WATCH = ("aborted",)
 LOST = "node lost"
 
@@ -384,6 +387,10 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
     if run_cause is not None and not any(c.get("evidence") != "silence" for dummy, c in primary):
         result.update(run_cause=run_cause, consequences=sorted((h for h, dummy in ordered), key=natural_key))
         return result
+    common = common_cause(nodes, primary)
+    if common is not None:
+        result.update(run_cause=common, consequences=sorted((h for h, dummy in ordered), key=natural_key))
+        return result
     if not primary:
         singled = singled_out(nodes, ordered)
         if singled is None:
@@ -431,6 +438,23 @@ def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
     return None
 
 
+def common_cause(nodes: Mapping[str, Mapping[str, Any]],
+                 primary: List[Tuple[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    """Every node failed on its own with the same line (numbers aside): a cause they share (the config, the
+    image, the fabric), which singles out none of them."""
+    lines = [cause for dummy, cause in primary if cause.get("lineno") is not None or cause.get("evidence") == "line"]
+    if len(nodes) < 2 or len(lines) != len(nodes):
+        return None
+    texts = {re.sub(r"\d+", "#", str(cause.get("text") or "")).strip() for cause in lines}
+    if len(texts) != 1:
+        return None
+    first = lines[0]
+    return {"class": first.get("class"), "time": None,
+            "text": "all %d nodes failed alike: %s; no node stands out (a cause they share: the config, the image, "
+                    "the fabric)" % (len(nodes), first.get("text")),
+            "evidence": {h: evidence_of(nodes[h]) for h, dummy in primary}}
+
+
 def singled_out(nodes: Mapping[str, Mapping[str, Any]],
                 ordered: List[Tuple[str, Dict[str, Any]]]) -> Optional[Tuple[str, Dict[str, Any]]]:
     """Among failures without a line of their own: the one node that evidence sets apart, else None.
@@ -440,12 +464,12 @@ def singled_out(nodes: Mapping[str, Mapping[str, Any]],
     one collective later)."""
     if len(ordered) == 1 and all(nodes[h].get("reason") == "completed" for h in nodes if h != ordered[0][0]):
         return ordered[0]
-    stuck = [item for item in ordered if (nodes[item[0]].get("sample") or {}).get("state") == "D"]
+    stuck = [item for item in ordered if (nodes[item[0]].get("sample") or {}).get("state") in STUCK_STATES]
     if len(stuck) == 1:
         host, cause = stuck[0]
         sample = nodes[host]["sample"]
-        return host, dict(cause, text="%s; its training process is in uninterruptible sleep (D) in %s, no other "
-                                      "node's is" % (cause.get("text"), sample.get("wchan") or "the kernel"))
+        return host, dict(cause, evidence="process", text="%s; its training process is %s in %s, no other node's is" % (
+            cause.get("text"), STUCK_STATES[sample["state"]], sample.get("wchan") or "the kernel"))
     steps = {h: nodes[h].get("last_step") for h, dummy in ordered if nodes[h].get("reason") == "hang"}
     if len(steps) > 1 and all(isinstance(s, int) for s in steps.values()):
         lowest = min(steps.values())

@@ -355,3 +355,27 @@ def test_a_hang_everywhere_is_no_ones_exit():
     for state in states.values():
         state.update(done=True, failed=True, reason="hang", exit_code=None, last_step=3, msg="hang")
     assert _run_fold.analyse(states)["culprit"] is None
+
+
+def test_every_node_failing_alike_names_no_node():
+    states = states_of(["node1", "node2", "node3"])
+    for rank, (host, state) in enumerate(states.items()):
+        state.update(done=True, failed=True, reason="error", last_step=None, errors=[
+            {"class": "config", "text": "Unknown flag in XLA_FLAGS: --xla_gpu_enable_cublasltt=true", "lineno": 12 + rank,
+             "time": T0 + rank * 0.01, "consequence": False}])
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "config"
+    assert analysis["run_cause"]["text"].startswith("all 3 nodes failed alike: Unknown flag in XLA_FLAGS")
+    states["node2"]["errors"][0]["text"] = "Segmentation fault"
+    assert _run_fold.analyse(states)["culprit"]["host"] in ("node1", "node2")
+
+
+def test_a_hang_singled_out_by_a_stopped_training_process():
+    states = states_of(["node1", "node2"])
+    for host, state in states.items():
+        state.update(done=True, failed=True, reason="hang", last_step=3, msg=f"{host}: hang",
+                     sample={"state": "S", "wchan": "sk_wait_data"})
+    states["node2"]["sample"] = {"state": "T", "wchan": "do_signal_stop"}
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["evidence"] == "process"
+    assert "its training process is stopped (T) in do_signal_stop" in analysis["culprit"]["text"]
