@@ -143,6 +143,19 @@ def failure_line(failure: Mapping[str, Any], width: int = WIDTH) -> str:
 
 # -- verdict ---------------------------------------------------------------------------------------------
 
+def advice_lines(document: Mapping[str, Any], width: int) -> List[str]:
+    """The next step when no node could be named: the reason wrapped, the command whole (to copy)."""
+    advice = document.get("advice")
+    if not advice:
+        return []
+    sentence, found, command = str(advice).rpartition(": ansible-playbook ")
+    if not found:
+        return wrapped("next step: %s" % advice, width, "", HEADLINE_LINES, "  ")
+    # The headline above already says why; the sentence's own "To find ..." part says what to do.
+    sentence = sentence[sentence.find("To find"):] if "To find" in sentence else sentence
+    return wrapped("next step: %s:" % sentence, width, "", HEADLINE_LINES, "  ") + ["  ansible-playbook " + command]
+
+
 def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Optional[View] = None) -> List[str]:
     shown = shown or view(document)
     groups = shown.failed + shown.consequential + shown.passed + shown.not_judged
@@ -152,6 +165,7 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         lines.extend(wrapped(realism_sentence(shown.realism), width, "  ", REALISM_LINES, "  "))
     if shown.culprit:
         lines.extend(culprit_lines(shown, width))
+    lines.extend(advice_lines(document, width))
     if shown.failed:
         lines.append("failed%s:" % (" on their own" if shown.culprit else ""))
         for group in shown.failed:

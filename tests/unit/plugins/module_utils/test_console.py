@@ -129,3 +129,16 @@ def test_the_verdict_names_where_the_threshold_cell_differs_from_the_run():
                           "  GBS: the cell says 128, this run has 32"]
     del doc["threshold_file"]
     assert not any(line.startswith("threshold cell") for line in _console.verdict_lines(doc))
+
+
+def test_the_next_step_is_printed_with_its_whole_command():
+    from ansible_collections.clusterval.training.plugins.module_utils import _fabric
+    advice = _fabric.isolation_advice("hang: all 4 nodes stopped after step 11; no node stands out",
+                                      "inventories/x.yml", "/c/a b.json", "node1:node2")
+    doc = {"verdict": "FAIL", "headline": "FAIL: hang: all 4 nodes stopped after step 11; no node stands out",
+           "advice": advice, "checks": [], "failures": [], "summary": {"nodes": {}, "cluster": {}}}
+    lines = _console.verdict_lines(doc)
+    assert "next step: To find the node or link, check each node" in lines[1], lines
+    command = [line for line in lines if line.startswith("  ansible-playbook ")]
+    assert command == ["  ansible-playbook -i inventories/x.yml clusterval.training.fabric -e "
+                       "'training_config=/c/a b.json' -e training_hosts=node1:node2 -e fabric_pairs=always"]
