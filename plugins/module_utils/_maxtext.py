@@ -142,6 +142,15 @@ if yaml is not None:
         FlowList, lambda dumper, data: dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True))
 
 
+def builtin(value: Any) -> Any:
+    """The plain Python value of a scalar: values that came through Ansible's templating are subclasses of str,
+    int and float (tagged with their origin), which PyYAML's safe dumper refuses."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
 def render_yaml(values: Mapping[str, Any]) -> str:
     """MaxText's flat config as YAML 1.1 (PyYAML, which MaxText reads it with): typed scalars, lists in flow
     style, keys in the given order."""
@@ -153,7 +162,8 @@ def render_yaml(values: Mapping[str, Any]) -> str:
     if yaml is None:
         raise RuntimeError("PyYAML is needed on the controller to write MaxText's config (it comes with "
                            "ansible-core): %s" % YAML_IMPORT_ERROR)
-    plain = {key: FlowList(value) if isinstance(value, (list, tuple)) else value for key, value in values.items()}
+    plain = {str(key): FlowList(builtin(v) for v in value) if isinstance(value, (list, tuple)) else builtin(value)
+             for key, value in values.items()}
     return yaml.dump(plain, Dumper=MaxTextDumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
                      width=100000)
 

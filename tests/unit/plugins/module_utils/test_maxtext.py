@@ -85,3 +85,14 @@ def test_a_nested_object_or_a_bad_key_is_refused():
         _maxtext.render_yaml({"a": {"b": 1}})
     with pytest.raises(ConfigError, match="a MaxText key"):
         _maxtext.render_yaml({"a b": 1})
+
+
+def test_values_that_came_through_ansible_templating_are_written_as_plain_yaml():
+    class TaggedStr(str):
+        pass
+
+    class TaggedInt(int):
+        pass
+    text = _maxtext.render_yaml({"run_name": TaggedStr("molecule-preflight"), "steps": TaggedInt(5),
+                                 "mlp_activations": [TaggedStr("silu"), "linear"]})
+    assert text == "run_name: molecule-preflight\nsteps: 5\nmlp_activations: [silu, linear]\n"
