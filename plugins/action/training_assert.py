@@ -78,7 +78,6 @@ class ActionModule(ActionBase):
         advice = next_step(outcome, plan, task_vars or {})
         if advice:
             outcome["advice"] = advice
-            outcome["failures"].append("next step: %s" % advice)
         info = run_info(plan)
         result.update(outcome)
         result.update(info)
@@ -88,7 +87,8 @@ class ActionModule(ActionBase):
                                    "per_host": False, "aggregate": False}
         if outcome["verdict"] == "FAIL" and args["fail_on_verdict"]:
             result["failed"] = True
-            result["msg"] = "\n".join([outcome["headline"]] * bool(outcome["headline"]) + outcome["failures"])
+            result["msg"] = "\n".join([outcome["headline"]] * bool(outcome["headline"]) + outcome["failures"]
+                                      + ["next step: %s" % outcome["advice"]] * bool(outcome.get("advice")))
         else:
             result["msg"] = "verdict %s: %d checks, %d failed" % (
                 outcome["verdict"], len(outcome["checks"]), len(outcome["failures"]))

@@ -150,12 +150,12 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
     assert proc.returncode != 0
     outcome = json.loads(watch_file(tmp_path, "outcome.json").read_text())
     culprit = outcome["culprit"]
-    if cause == "hang" and culprit is None:
-        # Lock-step: every rank stops at the hung one's collective; no node is named without evidence.
-        assert "no node stands out" in outcome["run_cause"]["text"], outcome
-        assert "VERDICT: FAIL: hang: " in proc.stdout
+    if cause == "nan":
+        # Every rank reaches the same non-finite loss at the same step: the model's, no node's.
+        assert culprit is None and outcome["run_cause"]["text"].startswith("all 2 nodes failed alike: "), outcome
+        assert "VERDICT: FAIL: nan: all 2 nodes failed alike" in proc.stdout
     else:
-        assert culprit["host"] == nodes[1] or cause == "nan", outcome
+        assert culprit["host"] == nodes[1], outcome
         assert cause in (culprit["text"] + culprit["class"]).lower(), outcome
         assert f"VERDICT: FAIL: {culprit['host']} " in proc.stdout
         assert results(tmp_path)["culprit"]["host"] == culprit["host"]
@@ -179,7 +179,7 @@ def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simclus
     # Both ranks sleep (the hung one in its stall, the other in the collective): nothing singles one out.
     assert document["culprit"] is None, document["headline"]
     assert document["headline"].startswith("FAIL: hang: all 2 nodes stopped after step 3; no node stands out")
-    assert "next step: " in json.dumps(document["failures"]) and "fabric_pairs=always" in proc.stdout
+    assert "fabric_pairs=always" in document["advice"] and "fabric_pairs=always" in proc.stdout
 
 
 def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler(simcluster, nodes, tmp_path):
