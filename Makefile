@@ -23,8 +23,10 @@ unit:
 
 # Facts are not injected as variables (a future ansible-core's default): every read of the plan goes
 # through ansible_facts or a registered result.
+# 4 simulated nodes: the silent-failure, fabric and node-health cases need them.
 integration:
-	ANSIBLE_INJECT_FACT_VARS=False CLUSTERVAL_REQUIRE_CLUSTER=1 pytest -q tests/integration
+	ANSIBLE_INJECT_FACT_VARS=False CLUSTERVAL_REQUIRE_CLUSTER=1 CLUSTERVAL_SIMCLUSTER_NODES=$${CLUSTERVAL_SIMCLUSTER_NODES:-4} \
+	  pytest -q tests/integration
 
 # Only the real-framework group: real MaxText, JAX and XLA on CPU in the simulated nodes.
 real: setup

@@ -40,7 +40,8 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 def train_argv(cluster, config: str, run_dir: Path, hosts: list[str], extra: dict | None = None,
                args: list[str] | None = None) -> list[str]:
-    variables = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts),
+    # The fabric gate has its own tests (test_fabric.py); these judge the training.
+    variables = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts), "fabric_enabled": False,
                  "training_overrides_extra": deep_merge(sim_env(), extra or {})}
     return [ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "train.yml"),
             "-e", f"training_config={config}", "-e", json.dumps(variables), *(args or [])]
