@@ -51,7 +51,7 @@ def benchmark_processes(cluster, node: str) -> list[str]:
 def test_a_throttled_link_is_named_before_any_training_container(simcluster, four_nodes, tmp_path):
     slow = four_nodes[2]
     with throttled(simcluster, slow):
-        proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes)
+        proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes, fabric=True)
     out = proc.stdout
     assert proc.returncode != 0
     assert f"fabric gate FAIL: {slow} is slow in every pair while its partners are fast with other nodes" in out
@@ -72,7 +72,8 @@ def test_a_throttled_link_is_named_before_any_training_container(simcluster, fou
 
 
 def test_the_gate_skipped_by_its_variable_lets_training_start_directly(simcluster, four_nodes, tmp_path):
-    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], more_vars={"fabric_enabled": False})
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], more_vars={"fabric_enabled": False},
+                     fabric=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "Fabric | Round" not in proc.stdout
     assert "Container | Start or replace the training container" in proc.stdout
@@ -80,7 +81,7 @@ def test_the_gate_skipped_by_its_variable_lets_training_start_directly(simcluste
 
 
 def test_a_healthy_cluster_passes_the_gate_with_figures_in_the_results(simcluster, four_nodes, tmp_path):
-    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2])
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], fabric=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "fabric gate PASS on 2 nodes: all nodes all_reduce_perf" in proc.stdout
     fabric = json.loads((tmp_path / "results.json").read_text())["fabric"]

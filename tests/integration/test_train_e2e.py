@@ -39,17 +39,21 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def train_argv(cluster, config: str, run_dir: Path, hosts: list[str], extra: dict | None = None,
-               args: list[str] | None = None) -> list[str]:
-    # The fabric gate has its own tests (test_fabric.py); these judge the training.
-    variables = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts), "fabric_enabled": False,
+               args: list[str] | None = None, fabric: bool = False) -> list[str]:
+    """``fabric``: the fabric gate as configured (on for multi-node runs); off by default here, where the
+    training is judged (test_fabric.py tests the gate)."""
+    variables = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts),
                  "training_overrides_extra": deep_merge(sim_env(), extra or {})}
+    if not fabric:
+        variables["fabric_enabled"] = False
     return [ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "train.yml"),
             "-e", f"training_config={config}", "-e", json.dumps(variables), *(args or [])]
 
 
 def run_train(cluster, config: str, run_dir: Path, hosts: list[str], extra: dict | None = None,
-              args: list[str] | None = None, more_vars: dict | None = None) -> subprocess.CompletedProcess:
-    argv = train_argv(cluster, config, run_dir, hosts, extra, args)
+              args: list[str] | None = None, more_vars: dict | None = None,
+              fabric: bool = False) -> subprocess.CompletedProcess:
+    argv = train_argv(cluster, config, run_dir, hosts, extra, args, fabric)
     if more_vars:
         argv += ["-e", json.dumps(more_vars)]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
