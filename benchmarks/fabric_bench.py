@@ -24,6 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from launch_bench import cluster_info  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SIMCLUSTER = REPO / "scripts" / "simcluster"
 PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
@@ -34,18 +38,11 @@ THROTTLE = ["tc", "qdisc", "replace", "dev", "simeth0", "root", "tbf", "rate", "
 TIMEOUT_S = 600
 
 
-def cluster() -> dict:
-    status = subprocess.run([str(SIMCLUSTER), "status", "--json"], capture_output=True, text=True, check=False)
-    if status.returncode != 0:
-        raise SystemExit("no simulated cluster is up: scripts/simcluster up --nodes 16")
-    return json.loads(status.stdout)
-
-
 def run(playbook: str, hosts: list[str], work: Path, watch_for: str = "") -> tuple[float, float | None, str]:
     """(wall seconds, seconds until a line containing `watch_for` appeared or None, output)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_INJECT_FACT_VARS="False")
-    argv = [PLAYBOOK, "-i", cluster()["inventory"], str(REPO / "playbooks" / playbook), "-e",
+    argv = [PLAYBOOK, "-i", cluster_info()["inventory"], str(REPO / "playbooks" / playbook), "-e",
             json.dumps({"training_config": CONFIG, "training_hosts": ":".join(hosts), "training_run_dir": str(work)})]
     started = time.monotonic()
     seen, lines = None, []
@@ -68,7 +65,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8, 16])
     args = parser.parse_args()
-    available = int(cluster()["nodes"])
+    available = int(cluster_info()["nodes"])
     if max(args.nodes) > available:
         raise SystemExit(f"--nodes {max(args.nodes)}: only {available} nodes are up")
     print("nodes  preflight_s  preflight+gate_s  gate_s  | throttled node3: to_named_s  wall_s  named        rounds")

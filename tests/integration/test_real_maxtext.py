@@ -51,6 +51,20 @@ def finish(proc: subprocess.Popen) -> str:
     return out
 
 
+def signalled_run(cluster, run_dir: Path, nodes: list[str], node: str, sig: str) -> tuple[subprocess.Popen, str, float]:
+    """A long run whose training process on ``node`` gets ``sig`` after step 3: the process, its output and when."""
+    proc = start_train(cluster, run_dir, nodes, steps=LONG_RUN)
+    try:
+        wait_for_step(cluster, run_dir, node, 3, proc)
+        signal_training(cluster, node, sig)
+        signalled_at = time.monotonic()
+        out = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc, out, signalled_at
+
+
 def run_real(cluster, run_dir: Path, nodes: list[str], extra: dict | None = None) -> tuple[int, str]:
     proc = start_train(cluster, run_dir, nodes, extra)
     out = finish(proc)
@@ -129,15 +143,7 @@ def test_real_maxtext_trains_on_two_nodes_and_passes(simcluster, real, tmp_path)
 
 def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(simcluster, real, tmp_path):
     victim, survivor = real[1], real[0]
-    proc = start_train(simcluster, tmp_path, real, steps=LONG_RUN)
-    try:
-        wait_for_step(simcluster, tmp_path, victim, 3, proc)
-        signal_training(simcluster, victim, "SIGKILL")
-        killed_at = time.monotonic()
-        out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, out, killed_at = signalled_run(simcluster, tmp_path, real, victim, "SIGKILL")
     took = time.monotonic() - killed_at
     assert proc.returncode != 0, out[-4000:]
     document = results(tmp_path)
@@ -192,14 +198,7 @@ def test_a_mesh_maxtext_refuses_gives_its_assertion_error_as_the_cause(simcluste
 
 def test_a_stopped_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simcluster, real, tmp_path):
     stopped, other = real[1], real[0]
-    proc = start_train(simcluster, tmp_path, real, steps=LONG_RUN)
-    try:
-        wait_for_step(simcluster, tmp_path, stopped, 3, proc)
-        signal_training(simcluster, stopped, "SIGSTOP")
-        out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, out, dummy = signalled_run(simcluster, tmp_path, real, stopped, "SIGSTOP")
     assert proc.returncode != 0, out[-4000:]
     document = results(tmp_path)
     last = {node: document["summary"]["nodes"][node]["last_step"] for node in real}
