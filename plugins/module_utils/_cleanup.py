@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
@@ -89,7 +90,7 @@ def mark_taken_over(runs: Mapping[str, Mapping[str, str]], by: Mapping[str, Any]
         status = _run_ship.status_dir(where["data_cache_dir"], rid) if where.get("data_cache_dir") else ""
         if status and os.path.isdir(status):
             try:
-                _atomic.write_json(os.path.join(status, _run_node.TAKEOVER_FILE), dict(by))
+                _atomic.write_json(os.path.join(status, _run_node.TAKEOVER_FILE), dict(by, time=time.time()))
             except OSError:
                 pass
 

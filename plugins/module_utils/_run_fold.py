@@ -344,7 +344,7 @@ def ending_record(state: Mapping[str, Any]) -> Dict[str, Any]:
     if reason in (None, "completed") and exit_code not in (None, 0):
         reason = "exit"
     text = state.get("msg") or ("exited with status %s" % exit_code if exit_code not in (None, 0) else str(reason))
-    died = reason == "exit" and exit_code not in (None, 0)
+    died = reason == "exit" and exit_code not in (None, 0) and state.get("exit_reason") in (None, "exit")
     died_at = state.get("exit_time") or state.get("last_record_time") if died else None
     return {"class": reason or "exit", "text": text, "lineno": None, "step": state.get("last_step"),
             "time": died_at, "first_seen": None, "consequence": reason in STOPPED_BY_WATCH, "ending": not died,
@@ -384,7 +384,8 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
         return result
     run_cause = cause_of_run(nodes, run or {}, ordered)
     primary = [item for item in ordered if not item[1].get("consequence") and not item[1].get("ending")]
-    if run_cause is not None and not any(c.get("evidence") != "silence" for dummy, c in primary):
+    if run_cause is not None and not any(c.get("evidence") != "silence" and c["at"] < run_cause["since"]
+                                         for dummy, c in primary):
         result.update(run_cause=run_cause, consequences=sorted((h for h, dummy in ordered), key=natural_key))
         return result
     common = common_cause(nodes, primary)
@@ -423,16 +424,20 @@ def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> b
 
 def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
                  ordered: List[Tuple[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
-    """A cause outside every node: recorded by the watch (takeover, removed state), or the lease lapsing on
-    every node at once (the controller away)."""
+    """A cause outside every node: recorded by the watch (the controller away, a takeover, removed state), or the
+    lease lapsing on every node at once. ``since``: when it began; what the nodes showed after it (the lines of
+    ranks whose peers were stopped, the supervisors' own stops) is what it did, not a node's own failure."""
     events = [e for e in run.get("events") or [] if isinstance(e, dict)]
     lease_stops = [h for h, dummy in ordered if nodes[h].get("exit_reason") == "lease"]
     for event in events:
         if event.get("class") == "controller" and not lease_stops:
             continue
-        return {"class": event.get("class"), "text": event.get("text"), "time": event.get("time")}
+        since = event.get("since", event.get("time"))
+        return {"class": event.get("class"), "text": event.get("text"), "time": event.get("time"),
+                "since": since if isinstance(since, (int, float)) else math.inf}
     if lease_stops and len(lease_stops) == len(nodes):
-        return {"class": "lease", "time": None,
+        stops = [nodes[h].get("exit_time") for h in lease_stops if isinstance(nodes[h].get("exit_time"), (int, float))]
+        return {"class": "lease", "time": None, "since": min(stops) if stops else math.inf,
                 "text": "the lease lapsed on every node at once: the controller stopped renewing it (it was paused, "
                         "cut off or killed); every node's supervisor stopped its job, as it must"}
     return None

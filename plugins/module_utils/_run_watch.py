@@ -96,7 +96,8 @@ class ClusterWatch:
         elif read.get("taken_over"):
             taker = read["taken_over"]
             self.event("takeover", "the run was taken over by run %s (controller %s, training_takeover=true): its "
-                                   "containers were removed" % (taker.get("by"), taker.get("controller", "?")), now)
+                                   "containers were removed" % (taker.get("by"), taker.get("controller", "?")), now,
+                       since=taker.get("time") if isinstance(taker.get("time"), (int, float)) else None)
         elif read.get("unreachable") or read.get("failed"):
             self.reader_failed(reader, read, now)
         else:
@@ -115,10 +116,11 @@ class ClusterWatch:
             return
         self.event("controller", "the controller was away for %.0f s between two polls, longer than the lease "
                                  "timeout (%.0f s): the nodes' supervisors stopped their jobs, as they must; no node "
-                                 "failed" % (now - last, self.lease_timeout), now)
+                                 "failed" % (now - last, self.lease_timeout), now, since=last)
 
-    def event(self, kind: str, text: str, now: float) -> None:
-        self.memory["events"].append({"class": kind, "text": text, "time": now})
+    def event(self, kind: str, text: str, now: float, since: Optional[float] = None) -> None:
+        self.memory["events"].append({"class": kind, "text": text, "time": now,
+                                      "since": now if since is None else since})
         if kind in ("removed", "takeover"):
             for state in self.states.values():
                 if not state["done"]:

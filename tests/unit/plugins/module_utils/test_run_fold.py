@@ -379,3 +379,21 @@ def test_a_hang_singled_out_by_a_stopped_training_process():
     analysis = _run_fold.analyse(states)
     assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["evidence"] == "process"
     assert "its training process is stopped (T) in do_signal_stop" in analysis["culprit"]["text"]
+
+
+def test_what_the_nodes_show_after_the_controller_went_away_is_not_a_nodes_failure():
+    states = lease_stopped(["node1", "node2", "node3", "node4"], step_no=26)
+    for state in states.values():
+        state["exit_time"] = T0 + 32
+    states["node1"].update(reason="error", errors=[{"class": "network", "lineno": 35, "consequence": False,
+                                                    "text": "jax.errors.JaxRuntimeError: UNKNOWN: Gloo all-reduce failed",
+                                                    "time": T0 + 33}])
+    states["node4"].update(reason="exit", exit_code=124, last_record_time=T0 + 32,
+                           msg="node4: the training container c exited with status 124 at step 26")
+    run = {"events": [{"class": "controller", "time": T0 + 50, "since": T0 + 10,
+                       "text": "the controller was away for 40 s between two polls"}]}
+    analysis = _run_fold.analyse(states, run)
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "controller", analysis
+    states["node2"].update(errors=[{"class": "gpu", "text": "HW Exception by GPU node 2", "lineno": 7,
+                                    "time": T0 + 5, "consequence": False}], reason="error")
+    assert _run_fold.analyse(states, run)["culprit"]["host"] == "node2"
