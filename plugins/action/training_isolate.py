@@ -26,7 +26,7 @@ ARGUMENT_SPEC: Dict[str, Any] = {
     "min_nodes": {"type": "int", "default": 0},
     "slow_pct": {"type": "float", "default": _isolate.DEFAULT_SLOW_PCT},
     "max_rounds": {"type": "int", "default": 0},
-    "iterations": {"type": "int"},
+    "iterations": {"type": "int", "default": 0},
     "run_timeout": {"type": "float", "default": 3600.0},
     "playbook": {"type": "path"},
     "run_vars": {"type": "dict", "default": {}},
@@ -75,10 +75,21 @@ class ActionModule(ActionBase):
             for group in entry["groups"]:
                 self._display.display(_isolate.group_line(group))
 
-        document = _isolate.isolate(
-            args["hosts"], needed, args["slow_pct"], args["max_rounds"] or _isolate.default_max_rounds(
-                len(args["hosts"])), args["run_dir"], args["run_id"],
-            lambda wave: _isolate.run_wave(wave, argv_for, args["run_timeout"], env), on_round=show)
+        controller = os.getppid()
+
+        def runner(wave):
+            # A worker left behind by a killed ansible-playbook starts no more runs.
+            if os.getppid() != controller:
+                raise _isolate.IsolateError("the controller (ansible-playbook, pid %d) is gone" % controller)
+            _isolate.run_wave(wave, argv_for, args["run_timeout"], env)
+
+        try:
+            document = _isolate.isolate(
+                args["hosts"], needed, args["slow_pct"], args["max_rounds"] or _isolate.default_max_rounds(
+                    len(args["hosts"])), args["run_dir"], args["run_id"], runner, on_round=show)
+        except _isolate.IsolateError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
         inventories = [str(source) for source in cli.get("inventory") or ()]
         document["conclusion"]["advice"] = _isolate.advice(document["conclusion"], inventories, args["config"],
                                                            args["hosts"])

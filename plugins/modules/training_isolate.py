@@ -58,8 +58,9 @@ options:
     type: int
     default: 0
   iterations:
-    description: Steps of each short run (C(training_iterations) of the sub-runs); unset keeps the run's.
+    description: Steps of each short run (C(training_iterations) of the sub-runs); V(0) keeps the run's.
     type: int
+    default: 0
   run_timeout:
     description: Seconds one sub-run may take; it is then interrupted (its teardown runs) and counted failed.
     type: float
