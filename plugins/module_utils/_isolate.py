@@ -48,8 +48,9 @@ SCHEMA_VERSION = 1
 DEFAULT_SLOW_PCT = 10.0
 HEALTHY, SLOW, BELOW, FAILED, NOT_RUNNABLE = "healthy", "slow", "below_expected", "failed", "not_runnable"
 BAD = (SLOW, BELOW, FAILED)
-# The playbook's own checks that a throughput figure explains: the rest of a FAIL is a failure of its own.
-RATE_CHECKS = ("threshold", "straggler")
+# Checks of a sub-run that are not a failure of its own: the throughput ones (its figure is judged here, against
+# the other subsets), and the loss trend, which a run of a few steps cannot show (a NaN is the finite check).
+RATE_CHECKS = ("threshold", "straggler", "convergence")
 
 
 class IsolateError(Exception):
@@ -295,9 +296,9 @@ def conclude(nodes: Sequence[str], decision: Mapping[str, Any], stuck: Sequence[
     elif decision["between"]:
         group = decision["between"][0]
         kind = "between"
+        said = (label(group["hosts"]), group["judgement"].replace("_", " "), group["why"])
         text = ("%s is %s (%s) while each of its nodes ran healthy in another group: the cause lies between them "
-                "(a link) or comes and goes" % (label(group["hosts"]), group["judgement"].replace("_", " "),
-                                                  group["why"]))
+                "(a link) or comes and goes" % said)
     elif decision["open"] and (stuck or not rounds_left) and not decision.get("alike"):
         kind = "undetermined"
         text = "not narrowed below %s: %s" % (

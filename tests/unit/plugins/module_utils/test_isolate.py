@@ -198,6 +198,9 @@ def test_a_failure_of_its_own_is_a_failed_subset_and_a_threshold_miss_is_below_e
     crash = results_doc(["a", "b"], 150.0, failed_checks=[{"node": "b", "check": "errors", "metric": "crash",
                                                           "status": "fail"}], headline="FAIL: b crash at step 3")
     assert _isolate.measure(crash, 2, [])["outcome"] == "failed"
+    noisy = results_doc(["a", "b"], 150.0, failed_checks=[{"node": "b", "check": "convergence", "metric": "loss",
+                                                          "status": "fail"}])
+    assert _isolate.measure(noisy, 2, [])["outcome"] == "measured", "a few steps' loss trend is noise"
     slow = _isolate.measure(results_doc(["a", "b"], 100.0, expected=120.0), 2, [])
     assert (slow["outcome"], slow["below_expected"], slow["expected"], slow["rate"]) == ("measured", True, 120.0, 100.0)
     gone = _isolate.measure(None, 4, ["TASK [x]", "fatal: [a]: UNREACHABLE!"], timed_out=False)
@@ -265,7 +268,8 @@ def test_a_wave_runs_its_groups_at_once_and_reads_their_results(tmp_path):
     argv_for = fake_subrun(tmp_path, "time.sleep(1)\nprint('TASK [Training]')\n"
                            "open(os.path.join(run_dir, 'results.json'), 'w').write(%r)\n"
                            % json.dumps(results_doc(["a", "b"], 120.0)))
-    wave = [{"hosts": ["a", "b"], "run_dir": str(tmp_path / "g1")}, {"hosts": ["c", "d"], "run_dir": str(tmp_path / "g2")}]
+    wave = [{"hosts": ["a", "b"], "run_dir": str(tmp_path / "g1")},
+            {"hosts": ["c", "d"], "run_dir": str(tmp_path / "g2")}]
     started = time.monotonic()
     _isolate.run_wave(wave, argv_for, timeout=60)
     assert time.monotonic() - started < 1.9, "the groups of a wave run at the same time"
