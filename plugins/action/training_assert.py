@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _fabric, _run_watch, _verdict
+from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _isolate, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
 
 ARGUMENT_SPEC = dict(
@@ -33,13 +33,19 @@ def bad_node_entries(nodes: Dict[str, Any]) -> list:
 
 def next_step(outcome: Dict[str, Any], plan: Dict[str, Any], task_vars: Dict[str, Any]) -> Optional[str]:
     """When the verdict names no node (a lock-step hang) or the whole cluster is slow: the exact command that
-    checks each node and measures the fabric in pairs."""
+    re-runs the config for a few steps on halves of the nodes (playbooks/isolate.yml)."""
     reason = _verdict.undetermined_reason(outcome)
     if reason is None:
         return None
     sources = task_vars.get("ansible_inventory_sources") or [task_vars.get("inventory_file") or "<inventory>"]
-    return _fabric.isolation_advice(reason, str(sources[0]), str(plan.get("config_path") or "<config>"),
-                                    ":".join(plan.get("nodes") or {}))
+    return _isolate.isolation_advice(reason, [str(source) for source in sources],
+                                     str(plan.get("config_path") or "<config>"), ":".join(plan.get("nodes") or {}),
+                                     run_selection(plan))
+
+
+def run_selection(plan: Dict[str, Any]) -> Dict[str, str]:
+    """What picks the same job from the config again: its model and GPU arch keys."""
+    return {"training_%s" % key: str(plan[key]) for key in ("model", "gpu_arch") if plan.get(key)}
 
 
 def run_info(plan: Dict[str, Any]) -> Dict[str, Any]:

@@ -184,7 +184,8 @@ def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simclus
     # Both ranks sleep (the hung one in its stall, the other in the collective): nothing singles one out.
     assert document["culprit"] is None, document["headline"]
     assert document["headline"].startswith("FAIL: hang: all 2 nodes stopped after step 3; no node stands out")
-    assert "fabric_pairs=always" in document["advice"] and "fabric_pairs=always" in proc.stdout
+    # The verdict gives the exact isolation command (playbooks/isolate.yml), which tests/integration/test_isolate.py runs.
+    assert "clusterval.training.isolate" in document["advice"] and "clusterval.training.isolate" in proc.stdout
 
 
 def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler(simcluster, nodes, tmp_path):
