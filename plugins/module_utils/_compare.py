@@ -57,13 +57,16 @@ class Side(NamedTuple):
     vendor: str
     stack: str
     label: str
-    hosts: str
+    gpu_arch: Optional[str]
+    image: Optional[str]
+    training_overrides: Dict[str, Any]   # the side's own training overrides (its stack's volumes, ...)
 
 
 class Comparison(NamedTuple):
     name: str
     title: str
     model: str
+    training_config: str
     sides: Dict[str, Side]
     rows: List[Row]
     common: Dict[str, Any]
@@ -120,21 +123,29 @@ def load(document: Any, path: str = "comparison") -> Comparison:
     skip = agreement.get("skip_steps", 0)
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
         raise ConfigError(join_path(join_path(path, "loss_agreement"), "skip_steps"), "a whole number >= 0", show(skip))
-    for key in ("name", "model"):
+    for key in ("name", "model", "training_config"):
         if not isinstance(document.get(key), str) or not document[key]:
             raise ConfigError(join_path(path, key), "a string", show(document.get(key)))
-    return Comparison(document["name"], str(document.get("title") or document["name"]), document["model"], sides,
+    return Comparison(document["name"], str(document.get("title") or document["name"]), document["model"],
+                      document["training_config"], sides,
                       rows, dict(common), float(relative), skip)
 
 
 def side_of(value: Any, name: str, path: str) -> Side:
     if not isinstance(value, dict):
-        raise ConfigError(path, "a mapping (vendor, stack, label, hosts)", show(value))
+        raise ConfigError(path, "a mapping (vendor, stack, label, gpu_arch, image)", show(value))
     stack = value.get("stack")
     if stack not in STACKS:
         raise ConfigError(join_path(path, "stack"), "one of %s" % ", ".join(STACKS), show(stack))
+    optional = {key: value.get(key) for key in ("gpu_arch", "image")}
+    for key, found in optional.items():
+        if found is not None and not isinstance(found, str):
+            raise ConfigError(join_path(path, key), "a string", show(found))
+    own = value.get("training_overrides") or {}
+    if not isinstance(own, dict):
+        raise ConfigError(join_path(path, "training_overrides"), "a mapping (training overrides)", show(own))
     return Side(name, str(value.get("vendor", name)), stack, str(value.get("label", stack)),
-                str(value.get("hosts", "compare_%s" % name)))
+                optional["gpu_arch"], optional["image"], dict(own))
 
 
 def row_of(value: Any, index: int, path: str) -> Row:
@@ -207,7 +218,8 @@ def side_env(comparison: Comparison, side: str) -> Dict[str, str]:
 
 def training_overrides(comparison: Comparison, side: str, arguments: Mapping[str, Any],
                        env: Mapping[str, str], data_path: Optional[str] = None) -> Dict[str, Any]:
-    """The training_overrides of a side's train.yml run: its stack, iterations, arguments and environment."""
+    """The training_overrides of a side's train.yml run: the side's own, then its stack, iterations, arguments
+    and environment."""
     config: Dict[str, Any] = {
         "framework": comparison.sides[side].stack,
         "training_iterations": str(arguments.get("train_iters")),
@@ -216,7 +228,18 @@ def training_overrides(comparison: Comparison, side: str, arguments: Mapping[str
     }
     if data_path:
         config.update(mock_data="False", data_path=data_path)
-    return {"config": config}
+    return merged(comparison.sides[side].training_overrides, {"config": config})
+
+
+def merged(base: Mapping[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """``extra`` deep-merged over ``base`` (objects key by key, anything else replaced)."""
+    result = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
 
 
 # -- what each side's rendered launch passes ---------------------------------------------------------------
@@ -364,7 +387,8 @@ def row_report(comparison: Comparison, dumps: Mapping[str, Optional[Mapping[str,
     """Each row with what each side's argument dump shows, its status, and the apple-to-apple mismatches.
 
     Status: ``match``, ``mismatch`` (apple-to-apple values differ), ``best_vs_best`` (shown side by side),
-    ``missing`` (a side printed no such argument, or no dump), ``stated`` (not an argument: its note says why).
+    ``missing`` (a side printed no such argument, or no dump), ``stated`` (not an argument: its note says why),
+    ``mock_data`` (the Dataset row when both sides trained on mock data).
     """
     rows, mismatches = [], []
     for row in comparison.rows:
@@ -384,14 +408,28 @@ def row_report(comparison: Comparison, dumps: Mapping[str, Optional[Mapping[str,
         if status == "mismatch":
             mismatches.extend(argument_mismatches(row, arguments, dumps))
         env = {side: ", ".join("%s=%s" % item for item in sorted(row.env[side].items())) for side in SIDES}
-        note = row.note
+        note = ran_other_than_the_table(row, arguments, dumps) + row.note
         if row.check == "data" and not data_path:
             note = "mock data on both sides (no compare_data_path): the Dataset row is not met. " + note
+            status = "mock_data" if status == "match" else status
         rows.append({"section": row.section, "parameter": row.parameter, "kind": row.kind,
                      "seed": dict(row.text), "arguments": arguments, "env": env,
                      "dump": {side: shown(values[side]) if side in values else "" for side in SIDES},
                      "status": status, "note": note})
     return rows, mismatches
+
+
+def ran_other_than_the_table(row: Row, arguments: Sequence[str],
+                             dumps: Mapping[str, Optional[Mapping[str, str]]]) -> str:
+    """A one-argument row both sides ran alike but not at the table's value (a shortened run's train_iters)."""
+    if row.kind != APPLE or row.check != "argument" or len(arguments) != 1 or any(d is None for d in dumps.values()):
+        return ""
+    values = [dump_value(dumps[side] or {}, arguments[0]) for side in SIDES]
+    numbers = [comparable(values[0]), comparable(row.text["nvidia"])]
+    if Unset in values or not same(values[0], values[1]) or not all(isinstance(n, float) for n in numbers) \
+            or same(values[0], row.text["nvidia"]):
+        return ""
+    return "both sides ran %s; the table says %s. " % (values[0], row.text["nvidia"])
 
 
 def row_status(row: Row, arguments: Sequence[str], dumps: Mapping[str, Optional[Mapping[str, str]]],

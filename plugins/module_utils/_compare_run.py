@@ -48,7 +48,7 @@ def plan_sides(comparison: Comparison, settings: Mapping[str, Mapping[str, Any]]
                                                 data_path)
         if mine.get("image"):
             overrides["config"]["container_image"] = mine["image"]
-        merged = merge(mine.get("base_overrides") or {}, overrides)
+        merged = _compare.merged(mine.get("base_overrides") or {}, overrides)
         options = PlanOptions(config_path=mine["config_path"], model=comparison.model, gpu_arch=mine.get("gpu_arch"),
                               overrides=merged, run_id=mine["run_id"], gpus_per_node=mine.get("gpus_per_node"),
                               remote_user=mine.get("remote_user", "root"))
@@ -68,16 +68,6 @@ def rendered_mismatches(comparison: Comparison, plans: Mapping[str, Mapping[str,
     return _compare.check_launch(comparison, rendered, worlds)
 
 
-def merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def refusal(mismatches: Sequence[Mismatch]) -> str:
     return "comparison refused before the run: the two launches differ on %d apple-to-apple value(s): %s" % (
         len(mismatches), "; ".join(m.describe() for m in mismatches))
@@ -92,6 +82,13 @@ def side_record(comparison: Comparison, side: str, run_dir: str) -> Dict[str, An
     plan = read_json(os.path.join(run_dir, "plan.json"))
     results = read_json(os.path.join(run_dir, "results.json"))
     hosts = sorted((plan or {}).get("nodes") or [])
+    rendered, world, image = None, None, None
+    if plan and hosts:
+        node = node_view(plan, hosts[0])
+        rendered = _compare.launch_arguments(node, stack)
+        world = int(node["nnodes"]) * int(node["gpus"])
+        image = (node.get("container") or {}).get("image")
+    seq = (rendered or {}).get("seq_length")
     dump: Optional[Dict[str, str]] = None
     dump_host = None
     steps: List[Dict[str, Any]] = []
@@ -105,22 +102,16 @@ def side_record(comparison: Comparison, side: str, run_dir: str) -> Dict[str, An
         if dump is None:
             dump = _compare.parse_dump(text)
             dump_host = host if dump is not None else None
-        parsed = _logs.parse_text(text, log_format(stack))
+        # tokens per GPU from the batch when the lines do not print it (Megatron-LM's), as training_log does
+        parsed = _logs.parse_text(text, log_format(stack), seq_length=seq if isinstance(seq, int) else None,
+                                  world_size=world)
         if len(parsed.steps) > len(steps):
             steps, steps_host = [dict(s) for s in parsed.steps], host
-    rendered = None
-    if plan and hosts:
-        rendered = _compare.launch_arguments(node_view(plan, hosts[0]), stack)
-        node = node_view(plan, hosts[0])
-        world = int(node["nnodes"]) * int(node["gpus"])
-    else:
-        world = None
     return {"side": side, "label": comparison.sides[side].label, "vendor": comparison.sides[side].vendor,
             "stack": stack, "run_dir": run_dir, "run_id": (plan or {}).get("run_id"), "hosts": hosts,
             "world_size": world, "verdict": (results or {}).get("verdict"),
             "headline": (results or {}).get("headline"), "dump": dump, "dump_host": dump_host,
-            "steps": steps, "steps_host": steps_host, "rendered": rendered, "simulated": simulated,
-            "image": ((node_view(plan, hosts[0]).get("container") or {}).get("image") if plan and hosts else None)}
+            "steps": steps, "steps_host": steps_host, "rendered": rendered, "simulated": simulated, "image": image}
 
 
 def read_json(path: str) -> Optional[Dict[str, Any]]:
@@ -207,7 +198,8 @@ def comparison_html(document: Mapping[str, Any]) -> str:
     for index, side in enumerate(SIDES):
         points = [(float(s), float(l)) for s, l in document["loss"]["curves"][side]
                   if isinstance(l, (int, float)) and math.isfinite(l)]
-        curves.append(Curve(document["sides"][side]["label"], points, PALETTE[index], 2.2))
+        # the first side drawn wider: two agreeing curves stay both visible
+        curves.append(Curve(document["sides"][side]["label"], points, PALETTE[index], 5.0 if index == 0 else 2.0))
     chart = svg_chart("loss (overlaid)", curves, None, [], False)
     template = environment().get_template("comparison.html.j2")
     return template.render(doc=document, chart=chart, colours=dict(zip(SIDES, PALETTE)))

@@ -75,7 +75,20 @@ def render(document: Mapping[str, Any]) -> str:
         raise RuntimeError("PyYAML is needed on the controller to write Primus's experiment file (it comes with "
                            "ansible-core)")
     return "# Primus experiment written by clusterval.training\n" + yaml.safe_dump(
-        dict(document), sort_keys=False, default_flow_style=False, width=100000)
+        plain(document), sort_keys=False, default_flow_style=False, width=100000)
+
+
+def plain(value: Any) -> Any:
+    """Builtin types all the way down: values templated by Ansible are tagged subclasses of str, int, float
+    (and bool is an int), which PyYAML's safe dumper refuses."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
 
 
 def read_overrides(text: str) -> Dict[str, Any]:

@@ -143,6 +143,9 @@ class TestArgumentDumps:
         assert status["random_data_seed"] == "stated"
         by_name = {r["parameter"]: r for r in rows}
         assert by_name["Gradient Accumulation (GA)"]["dump"] == {"nvidia": "4", "amd": "4"}
+        # a shortened run says so on its row; a row the dump spells otherwise (fp16 vs bf16) does not
+        assert by_name["Train Iters"]["note"] == "both sides ran 200; the table says 500. "
+        assert by_name["precision"]["note"] == "" and by_name["Seed"]["note"] == "both sides ran 1234; the table says 42. "
 
     def test_a_changed_value_is_flagged_naming_the_argument_and_both_values(self):
         first = _compare.parse_dump(repo_excerpts(MA)["MA-01"])
