@@ -104,9 +104,10 @@ class ActionModule(PlanAction):
         if mismatches:
             result.update(failed=True, msg=_compare_run.refusal(mismatches))
         else:
+            where = ", ".join("%s on %s" % (comparison.sides[s].label, ", ".join(result["sides"][s]["hosts"]))
+                              for s in _compare.SIDES)
             result["msg"] = "comparison %s: both launches rendered with the same apple-to-apple values (%s)" % (
-                compare_id, ", ".join("%s on %s" % (comparison.sides[s].label, ", ".join(result["sides"][s]["hosts"]))
-                                     for s in _compare.SIDES))
+                compare_id, where)
         return result
 
     @staticmethod

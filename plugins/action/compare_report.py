@@ -54,12 +54,12 @@ class ActionModule(ActionBase):
         html_path = os.path.join(directory, "comparison.html")
         _atomic.write_json(json_path, document)
         _atomic.write_text(html_path, _compare_run.comparison_html(document))
+        problems = "; ".join(document["problems"])
         result.update(changed=True, verdict=document["verdict"], problems=document["problems"],
                       figures=document["figures"], loss_agreement=document["loss"]["agreement"],
                       json=json_path, html=html_path,
-                      msg="comparison %s: %s%s (%s)" % (comparison.name, document["verdict"],
-                                                       "" if not document["problems"] else ": " +
-                                                       "; ".join(document["problems"]), html_path))
+                      msg="comparison %s: %s%s (%s)" % (
+                          comparison.name, document["verdict"], ": " + problems if problems else "", html_path))
         if document["problems"] and args["fail_on_problems"]:
             result["failed"] = True
         return result

@@ -175,9 +175,7 @@ def comparison_document(comparison: Comparison, records: Mapping[str, Mapping[st
         "verdict": "FAIL" if problems else "PASS",
         "problems": problems,
         "simulated": any(records[side].get("simulated") for side in SIDES),
-        "sides": {side: {k: records[side].get(k) for k in ("label", "vendor", "stack", "run_id", "run_dir", "hosts",
-                                                            "world_size", "verdict", "headline", "dump_host",
-                                                            "steps_host", "image")} for side in SIDES},
+        "sides": {side: {key: records[side].get(key) for key in SIDE_KEYS} for side in SIDES},
         "warmup_steps": warmup,
         "parity": {"rendered_launch": [m._asdict() for m in launch_mismatches],
                    "argument_dump": [m._asdict() for m in mismatches], "missing_dumps": missing_dumps},
@@ -186,6 +184,10 @@ def comparison_document(comparison: Comparison, records: Mapping[str, Mapping[st
         "loss": {"curves": {side: [[step, loss if math.isfinite(loss) else str(loss)] for step, loss in curves[side]]
                             for side in SIDES}, "agreement": agreement},
     }
+
+
+SIDE_KEYS = ("label", "vendor", "stack", "run_id", "run_dir", "hosts", "world_size", "verdict", "headline",
+             "dump_host", "steps_host", "image")
 
 
 def rounded(value: Optional[float]) -> Optional[float]:

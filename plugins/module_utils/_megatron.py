@@ -175,7 +175,7 @@ def parse_argv(argv: List[str]) -> Dict[str, Any]:
     index = 0
     while index < len(argv):
         token = argv[index]
-        option, _, inline = token.partition("=")
+        option, _sep, inline = token.partition("=")
         dest = OPTIONS.get(option)
         kind = ARGUMENTS[dest][1] if dest else None
         if kind in ("on", "off"):

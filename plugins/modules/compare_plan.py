@@ -64,8 +64,6 @@ options:
   runs_dir:
     description: Where the comparison's directory is made (default C(runs/) under the current directory).
     type: path
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""

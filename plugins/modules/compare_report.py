@@ -36,8 +36,6 @@ options:
     description: Fail the task when the report flags anything.
     type: bool
     default: true
-author:
-  - clusterval.training contributors
 """
 
 EXAMPLES = r"""

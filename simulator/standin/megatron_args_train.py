@@ -113,7 +113,7 @@ def read_experiment(path: str) -> dict[str, Any]:
             if not raw.strip() or raw.lstrip().startswith("#"):
                 continue
             indent = len(raw) - len(raw.lstrip(" "))
-            key, _, rest = raw.strip().partition(":")
+            key, _sep, rest = raw.strip().partition(":")
             while stack[-1][0] >= indent:
                 stack.pop()
             if rest.strip():
@@ -288,7 +288,7 @@ def torchrun_main(argv: list[str], env: Mapping[str, str]) -> int:
              "--master_addr": ("master", str), "--master_port": ("port", int)}
     index = 0
     while index < len(argv) and argv[index].startswith("--"):
-        option, _, inline = argv[index].partition("=")
+        option, _sep, inline = argv[index].partition("=")
         if option not in names:
             raise SimFailure([f"torchrun: error: unrecognized arguments: {argv[index]}"], exit_code=2)
         raw = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")

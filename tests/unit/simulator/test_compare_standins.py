@@ -2,7 +2,6 @@
 what the collection renders from the comparison file, read back by the comparison's own parsers."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 

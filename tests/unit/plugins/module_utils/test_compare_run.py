@@ -99,7 +99,7 @@ def primus_lines(losses):
 
 def test_report_from_what_both_sides_ran(tmp_path):
     comp, given = settings()
-    sides, _ = _compare_run.plan_sides(comp, given, 12)
+    sides, _mismatches = _compare_run.plan_sides(comp, given, 12)
     dump = repo_excerpts("megatron_args_real.txt")["MA-01"]
     losses = [10.0 - 0.5 * i for i in range(12)]
     records = {
