@@ -101,6 +101,9 @@ class ActionModule(PlanAction):
                           "stack": comparison.sides[side].stack,
                           "command": _first_command(sides[side]["plan"]),
                           "training_overrides": sides[side]["training_overrides"]} for side in _compare.SIDES})
+        for side in _compare.SIDES:
+            for warning in sides[side]["warnings"]:
+                self._display.warning(warning)
         if mismatches:
             result.update(failed=True, msg=_compare_run.refusal(mismatches))
         else:

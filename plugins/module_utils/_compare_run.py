@@ -43,7 +43,9 @@ def plan_sides(comparison: Comparison, settings: Mapping[str, Mapping[str, Any]]
     sides: Dict[str, Dict[str, Any]] = {}
     for side in SIDES:
         mine = settings[side]
-        arguments = _compare.side_arguments(comparison, side, iterations, mine.get("overrides"), data_path, tokenizer)
+        arguments = _compare.side_arguments(comparison, side, iterations, mine.get("overrides"), data_path,
+                                            tokenizer or config_tokenizer(mine["config"], comparison.model,
+                                                                          settings["nvidia"].get("gpu_arch")))
         overrides = _compare.training_overrides(comparison, side, arguments, _compare.side_env(comparison, side),
                                                 data_path)
         if mine.get("image"):
@@ -53,8 +55,27 @@ def plan_sides(comparison: Comparison, settings: Mapping[str, Mapping[str, Any]]
                               overrides=merged, run_id=mine["run_id"], gpus_per_node=mine.get("gpus_per_node"),
                               remote_user=mine.get("remote_user", "root"))
         plan = plan_run(mine["config"], list(mine["hosts"]), options)
-        sides[side] = {"plan": plan, "training_overrides": overrides}
+        sides[side] = {"plan": plan, "training_overrides": overrides,
+                       "warnings": vendor_warnings(comparison, side, plan)}
     return sides, rendered_mismatches(comparison, {side: sides[side]["plan"] for side in SIDES})
+
+
+def config_tokenizer(config: Mapping[str, Any], model: str, gpu_arch: Optional[str]) -> Optional[str]:
+    """The training config's tokenizer for the model (the same on both sides: the NVIDIA side's entry)."""
+    models = ((config.get("model_params") or {}).get("multi_node") or {}).get(model) or {}
+    entry = models.get(gpu_arch or "") or next(iter(models.values()), {}) if isinstance(models, dict) else {}
+    value = entry.get("tokenizer_model") if isinstance(entry, dict) else None
+    return value if isinstance(value, str) and value and "<changeme>" not in value else None
+
+
+def vendor_warnings(comparison: Comparison, side: str, plan: Mapping[str, Any]) -> List[str]:
+    """A side whose plan names another GPU vendor than the file's (plans that know their hosts' vendor)."""
+    found = plan.get("gpu_vendor")
+    wanted = comparison.sides[side].vendor
+    if found and found != wanted:
+        return ["%s: the plan's GPU vendor is %s (%s), not %s: the comparison runs, and says so" % (
+            comparison.sides[side].label, found, plan.get("gpu_vendor_source", "planned"), wanted)]
+    return []
 
 
 def rendered_mismatches(comparison: Comparison, plans: Mapping[str, Mapping[str, Any]]) -> List[Mismatch]:
@@ -108,6 +129,7 @@ def side_record(comparison: Comparison, side: str, run_dir: str) -> Dict[str, An
         if len(parsed.steps) > len(steps):
             steps, steps_host = [dict(s) for s in parsed.steps], host
     return {"side": side, "label": comparison.sides[side].label, "vendor": comparison.sides[side].vendor,
+            "gpu_vendor": (plan or {}).get("gpu_vendor"),
             "stack": stack, "run_dir": run_dir, "run_id": (plan or {}).get("run_id"), "hosts": hosts,
             "world_size": world, "verdict": (results or {}).get("verdict"),
             "headline": (results or {}).get("headline"), "dump": dump, "dump_host": dump_host,
@@ -186,7 +208,7 @@ def comparison_document(comparison: Comparison, records: Mapping[str, Mapping[st
     }
 
 
-SIDE_KEYS = ("label", "vendor", "stack", "run_id", "run_dir", "hosts", "world_size", "verdict", "headline",
+SIDE_KEYS = ("label", "vendor", "gpu_vendor", "stack", "run_id", "run_dir", "hosts", "world_size", "verdict", "headline",
              "dump_host", "steps_host", "image")
 
 

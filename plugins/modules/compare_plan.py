@@ -64,6 +64,20 @@ options:
   runs_dir:
     description: Where the comparison's directory is made (default C(runs/) under the current directory).
     type: path
+extends_documentation_fragment:
+  - clusterval.training.attributes
+  - clusterval.training.attributes.action
+attributes:
+  check_mode:
+    support: full
+    details: Nothing changes anywhere; both sides are planned the same way in check mode.
+  idempotent:
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: all
+    details: Runs on the controller only; nothing runs on the hosts.
 """
 
 EXAMPLES = r"""

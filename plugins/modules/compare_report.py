@@ -36,6 +36,20 @@ options:
     description: Fail the task when the report flags anything.
     type: bool
     default: true
+extends_documentation_fragment:
+  - clusterval.training.attributes
+  - clusterval.training.attributes.action
+attributes:
+  check_mode:
+    support: none
+    details: Writes the two report files.
+  idempotent:
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: all
+    details: Runs on the controller only; nothing runs on the hosts.
 """
 
 EXAMPLES = r"""

@@ -53,6 +53,9 @@ def test_both_sides_render_their_own_launch_with_the_same_values():
     assert (overrides["micro_batch_size"], overrides["global_batch_size"], overrides["train_iters"]) == (2, 64, 12)
     assert overrides["use_turbo_attention"] is True and overrides["fp8"] is None
     assert sides["amd"]["plan"]["framework"] == "primus" and sides["nvidia"]["plan"]["framework"] == "megatron"
+    # the training config's tokenizer, the same on both sides
+    assert "--tokenizer-model NousResearch/Meta-Llama-3-8B" in nvidia["launch"]["command"]
+    assert overrides["tokenizer_model"] == "NousResearch/Meta-Llama-3-8B"
 
 
 def test_mbs_4_on_one_side_is_refused_naming_the_parameter_and_both_values():
@@ -126,3 +129,11 @@ def test_report_from_what_both_sides_ran(tmp_path):
     assert document["verdict"] == "FAIL"
     assert "seed (Seed): NVIDIA 1234, AMD 43, in the argument dump" in document["problems"]
     assert any(p.startswith("the loss curves differ by more than 2%") for p in document["problems"])
+
+
+def test_a_plan_of_another_vendor_is_said_not_hidden():
+    comp = comparison()
+    assert _compare_run.vendor_warnings(comp, "nvidia", {"gpu_vendor": "amd", "gpu_vendor_source": "the default"}) == [
+        "Megatron-LM (NVIDIA): the plan's GPU vendor is amd (the default), not nvidia: the comparison runs, and says so"]
+    assert _compare_run.vendor_warnings(comp, "amd", {"gpu_vendor": "amd"}) == []
+    assert _compare_run.vendor_warnings(comp, "nvidia", {}) == []
