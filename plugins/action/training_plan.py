@@ -34,7 +34,7 @@ ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "gpu_arch": {"type": "str"},
     "mode": {"type": "str", "choices": ["single_node", "multi_node"]},
-    "framework": {"type": "str", "choices": ["maxtext", "megatron"]},
+    "framework": {"type": "str", "choices": ["maxtext", "megatron", "primus"]},
     # raw: a list or a string gets our own message naming the variable, not the argument spec's
     "overrides": {"type": "raw", "default": {}},
     "overrides_extra": {"type": "raw", "default": {}},

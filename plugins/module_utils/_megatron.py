@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any, Dict, List, Mapping, NamedTuple, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._config import to_bool, to_int, to_str
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
@@ -96,3 +96,156 @@ def data_env(config: Mapping[str, Any], data_cache_dir: str) -> Dict[str, str]:
 def run_lines(script: str, log_path: str) -> Tuple[List[str], str]:
     command = "bash %s" % shlex.quote(script)
     return ["%s >>%s 2>&1" % (command, shlex.quote(log_path))], command
+
+
+# -- Megatron-LM's own arguments (pretrain_gpt.py), for launches that pass them directly -----------------------
+# dest (the name the argument dump prints) -> (command-line option, kind). Kinds: int, float, str (a value),
+# on (a store_true flag: present means True), off (a store_false flag: present means False).
+ARGUMENTS: Dict[str, Tuple[str, str]] = {
+    "seed": ("--seed", "int"), "micro_batch_size": ("--micro-batch-size", "int"),
+    "global_batch_size": ("--global-batch-size", "int"), "seq_length": ("--seq-length", "int"),
+    "max_position_embeddings": ("--max-position-embeddings", "int"), "train_iters": ("--train-iters", "int"),
+    "lr": ("--lr", "float"), "min_lr": ("--min-lr", "float"), "lr_decay_style": ("--lr-decay-style", "str"),
+    "lr_warmup_iters": ("--lr-warmup-iters", "int"), "weight_decay": ("--weight-decay", "float"),
+    "adam_beta1": ("--adam-beta1", "float"), "adam_beta2": ("--adam-beta2", "float"),
+    "init_method_std": ("--init-method-std", "float"), "recompute_granularity": ("--recompute-granularity", "str"),
+    "split": ("--split", "str"), "tokenizer_type": ("--tokenizer-type", "str"),
+    "tokenizer_model": ("--tokenizer-model", "str"), "data_path": ("--data-path", "str"),
+    "data_cache_path": ("--data-cache-path", "str"), "mock_data": ("--mock-data", "on"),
+    "save": ("--save", "str"), "load": ("--load", "str"),
+    "tensor_model_parallel_size": ("--tensor-model-parallel-size", "int"),
+    "pipeline_model_parallel_size": ("--pipeline-model-parallel-size", "int"),
+    "context_parallel_size": ("--context-parallel-size", "int"), "sequence_parallel": ("--sequence-parallel", "on"),
+    "bf16": ("--bf16", "on"), "fp16": ("--fp16", "on"), "fp8": ("--fp8-format", "str"),
+    "fp32_residual_connection": ("--fp32-residual-connection", "on"),
+    "use_distributed_optimizer": ("--use-distributed-optimizer", "on"),
+    "accumulate_allreduce_grads_in_fp32": ("--accumulate-allreduce-grads-in-fp32", "on"),
+    "overlap_grad_reduce": ("--overlap-grad-reduce", "on"), "overlap_param_gather": ("--overlap-param-gather", "on"),
+    "bias_swiglu_fusion": ("--no-bias-swiglu-fusion", "off"), "bias_gelu_fusion": ("--no-bias-gelu-fusion", "off"),
+    "bias_dropout_fusion": ("--no-bias-dropout-fusion", "off"),
+    "masked_softmax_fusion": ("--no-masked-softmax-fusion", "off"),
+    "no_persist_layer_norm": ("--no-persist-layer-norm", "on"), "apply_rope_fusion": ("--no-rope-fusion", "off"),
+    "cross_entropy_loss_fusion": ("--cross-entropy-loss-fusion", "on"), "use_flash_attn": ("--use-flash-attn", "on"),
+    "num_layers": ("--num-layers", "int"), "hidden_size": ("--hidden-size", "int"),
+    "ffn_hidden_size": ("--ffn-hidden-size", "int"), "num_attention_heads": ("--num-attention-heads", "int"),
+    "num_query_groups": ("--num-query-groups", "int"), "group_query_attention": ("--group-query-attention", "on"),
+    "normalization": ("--normalization", "str"), "swiglu": ("--swiglu", "on"),
+    "position_embedding_type": ("--position-embedding-type", "str"),
+    "untie_embeddings_and_output_weights": ("--untie-embeddings-and-output-weights", "on"),
+    "add_bias_linear": ("--disable-bias-linear", "off"), "log_throughput": ("--log-throughput", "on"),
+    "log_interval": ("--log-interval", "int"), "eval_iters": ("--eval-iters", "int"),
+}
+OPTIONS = {option: dest for dest, (option, _kind) in ARGUMENTS.items()}
+
+
+def argument_default(dest: str) -> Any:
+    """What Megatron-LM's argument dump shows for an argument the command line leaves out."""
+    kind = ARGUMENTS[dest][1]
+    return {"on": False, "off": True}.get(kind)
+
+
+def render_argv(arguments: Mapping[str, Any], path: str) -> List[str]:
+    """pretrain_gpt.py's command line for arguments keyed by dest; None leaves an argument at its default."""
+    argv: List[str] = []
+    for dest in sorted(arguments):
+        at = join_path(path, dest)
+        if dest not in ARGUMENTS:
+            raise ConfigError(at, "a Megatron-LM argument this collection knows (%d of them)" % len(ARGUMENTS),
+                              show(dest))
+        option, kind = ARGUMENTS[dest]
+        value = arguments[dest]
+        if kind in ("on", "off"):
+            if not isinstance(value, bool):
+                raise ConfigError(at, "true or false", show(value))
+            if value != argument_default(dest):
+                argv.append(option)
+        elif value is not None:
+            if isinstance(value, bool) or (kind != "str" and not isinstance(value, (int, float))):
+                raise ConfigError(at, "a number" if kind != "str" else "a string", show(value))
+            argv.extend([option, str(value)])
+    return argv
+
+
+def parse_argv(argv: List[str]) -> Dict[str, Any]:
+    """The arguments a pretrain_gpt.py command line sets, keyed by dest, typed as the argument dump prints them.
+
+    Options it does not know are kept under their own name (without dashes) with their raw value.
+    """
+    found: Dict[str, Any] = {}
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        option, _sep, inline = token.partition("=")
+        dest = OPTIONS.get(option)
+        kind = ARGUMENTS[dest][1] if dest else None
+        if kind in ("on", "off"):
+            found[dest] = kind == "on"
+            index += 1
+            continue
+        if not option.startswith("--"):
+            index += 1
+            continue
+        if inline or "=" in token:
+            raw, index = inline, index + 1
+        elif index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+            raw, index = argv[index + 1], index + 2
+        else:
+            raw, index = "", index + 1
+        found[dest or option[2:].replace("-", "_")] = typed_value(raw, kind)
+    return found
+
+
+def typed_value(raw: str, kind: Optional[str]) -> Any:
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError:
+        return raw
+    return raw
+
+
+def args_run_lines(argv: List[str], gpus_per_node: int, log_path: str) -> Tuple[List[str], str]:
+    """torchrun + pretrain_gpt.py (NGC Megatron-LM images); the node's env gives NNODES, NODE_RANK, MASTER_*."""
+    launcher = ("torchrun --nproc_per_node %d --nnodes \"$NNODES\" --node_rank \"$NODE_RANK\" "
+                "--master_addr \"$MASTER_ADDR\" --master_port \"$MASTER_PORT\"" % gpus_per_node)
+    command = "%s pretrain_gpt.py %s" % (launcher, " ".join(shlex.quote(arg) for arg in argv))
+    return ["%s >>%s 2>&1" % (command, shlex.quote(log_path))], command
+
+
+def params_arguments(params: Mapping[str, Any], total_steps: int, path: str) -> Dict[str, Any]:
+    """The Megatron-LM arguments the seed format's model_params set (batch, parallelism, length, precision)."""
+    def at(key: str) -> str:
+        return join_path(path, key)
+
+    te_fp8, _warnings = precision_env(params.get("precision", "TE_BF16"), at("precision"))
+    sequence = to_int(params.get("sequence_length"), at("sequence_length"), minimum=1)
+    arguments: Dict[str, Any] = {
+        "micro_batch_size": to_int(params.get("micro_batch_size"), at("micro_batch_size"), minimum=1),
+        "global_batch_size": to_int(params.get("batch_size"), at("batch_size"), minimum=1),
+        "tensor_model_parallel_size": to_int(params.get("tensor_parallelism", "1"), at("tensor_parallelism"),
+                                             minimum=1),
+        "pipeline_model_parallel_size": to_int(params.get("pipeline_parallelism", "1"), at("pipeline_parallelism"),
+                                               minimum=1),
+        "seq_length": sequence,
+        "max_position_embeddings": sequence,
+        "train_iters": total_steps,
+        "bf16": True,
+    }
+    if te_fp8 == "1":
+        arguments["fp8"] = "hybrid"
+    if to_bool(params.get("recompute", "0"), at("recompute")):
+        arguments["recompute_granularity"] = "full"
+    return arguments
+
+
+def configured_arguments(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """config.megatron_arguments: Megatron-LM arguments by dest, passed as they are (None: not given)."""
+    value = config.get("megatron_arguments")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError("config.megatron_arguments", "an object of Megatron-LM arguments (dest: value)",
+                          show(value))
+    return dict(value)

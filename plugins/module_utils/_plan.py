@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron, _primus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -46,7 +46,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._run_ship impo
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
@@ -62,6 +62,7 @@ SIMULATOR_REPOSITORY = "clusterval/simulator"
 # The real-framework image of the simulated cluster (simulator/real/): real MaxText, JAX and XLA on CPU.
 REAL_FRAMEWORK_REPOSITORY = "clusterval/jax-maxtext"
 DEFAULT_JAX_PORT = 1234
+MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
@@ -92,7 +93,8 @@ CONFIG_KEYS = frozenset((
     "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
     "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
     "jaxlib_version",
-    "ld_library_path", "log_dir", "master_address", "master_port", "megatron_root", "mock_data", "nic_type", "nnodes",
+    "ld_library_path", "log_dir", "master_address", "master_port", "megatron_arguments", "megatron_root", "mock_data",
+    "nic_type", "nnodes", "primus_root",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
@@ -454,8 +456,8 @@ def coordinator_address(ctx: Context, hosts: Sequence[Host]) -> str:
 
 
 def coordinator_port(ctx: Context) -> int:
-    if ctx.framework == MEGATRON:
-        value = ctx.config.get("master_port", _megatron.DEFAULT_MASTER_PORT)
+    if ctx.framework in MASTER_PORTS:
+        value = ctx.config.get("master_port", MASTER_PORTS[ctx.framework])
         return to_int(value, "config.master_port", minimum=1)
     env = container_config(ctx).get("env_dict") or {}
     path = "config.container_config.env_dict.JAX_COORDINATOR_PORT"
@@ -669,10 +671,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
            "LD_LIBRARY_PATH": to_str(ctx.config.get("ld_library_path", DEFAULT_LD_LIBRARY_PATH),
                                      "config.ld_library_path")}
     env.update(config_env(ctx))
-    if ctx.framework == MAXTEXT:
-        framework = maxtext_parts(ctx)
-    else:
-        framework = megatron_parts(ctx, data_cache_dir)
+    framework = STACK_PARTS[ctx.framework](ctx, data_cache_dir)
     env.update(framework["env"])
     if ctx.selection.mode == "single_node":
         # the suite's single-node defaults, exported before the config's own: a value the config sets wins
@@ -689,7 +688,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
 
 
-def maxtext_parts(ctx: Context) -> Dict[str, Any]:
+def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     path = ctx.selection.path
     check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
     ctx.warnings.extend(check.warnings)
@@ -723,6 +722,9 @@ def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
     if ctx.total_steps < 4:
         ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
                             "least 4 iterations" % ctx.total_steps)
+    arguments = _megatron.configured_arguments(ctx.config)
+    if arguments is not None:
+        return megatron_args_parts(ctx, data_cache_dir, arguments)
     log_dir = "%s/megatron" % ctx.run_dir
     env = dict(settings.env)
     env.update(_megatron.data_env(ctx.config, data_cache_dir))
@@ -733,12 +735,51 @@ def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
             "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
 
 
+def megatron_args_parts(ctx: Context, data_cache_dir: str, configured: Mapping[str, Any]) -> Dict[str, Any]:
+    """config.megatron_arguments: pretrain_gpt.py under torchrun with Megatron-LM's own arguments (NGC images),
+    the model_params' arguments first, the configured ones over them."""
+    arguments = _megatron.params_arguments(ctx.params, ctx.total_steps, ctx.selection.path)
+    data = _megatron.data_env(ctx.config, data_cache_dir)
+    arguments.update({"mock_data": data["MOCK_DATA"] == "1", "data_cache_path": data_cache_dir})
+    if "DATA_PATH" in data:
+        arguments["data_path"] = data["DATA_PATH"]
+    arguments.update(configured)
+    argv = _megatron.render_argv(arguments, "config.megatron_arguments")
+    lines, display = _megatron.args_run_lines(argv, ctx.options.gpus_per_node, "%s/training.log" % ctx.run_dir)
+    env = {"SEQ_LENGTH": str(arguments.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
+    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
+            "directories": [], "trains_model": ctx.selection.model, "script_candidates": [],
+            "megatron_argv": argv}
+
+
+def primus_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
+    """Primus: the experiment file (model file and Megatron-LM overrides) and examples/run_pretrain.sh."""
+    path = ctx.selection.path
+    model = _primus.model_file(ctx.selection.model, path)
+    values = _primus.overrides(ctx.params, ctx.config, ctx.total_steps, path, data_cache_dir)
+    exp_path = "%s/primus_experiment.yaml" % ctx.run_dir
+    content = _primus.render(_primus.experiment(ctx.run_id, model, values))
+    lines, display = _primus.run_lines(exp_path, "%s/primus/train.log" % ctx.run_dir, ctx.options.gpus_per_node,
+                                       "%s/training.log" % ctx.run_dir)
+    root = ctx.config.get("primus_root", _primus.WORKDIR)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.primus_root", "an absolute path in the image without spaces", show(root))
+    env = {"SEQ_LENGTH": str(values.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
+    return {"env": env, "workdir": root.rstrip("/") or "/", "run_lines": lines, "command": display,
+            "files": [{"path": exp_path, "mode": "0644", "content": content}],
+            "directories": ["%s/primus" % ctx.run_dir], "trains_model": ctx.selection.model,
+            "script_candidates": []}
+
+
 def megatron_root(ctx: Context) -> str:
     """The Megatron-LM checkout in the image: config.megatron_root (the suite's key), else the ROCm images'."""
     root = ctx.config.get("megatron_root", _megatron.WORKDIR)
     if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
         raise ConfigError("config.megatron_root", "an absolute path in the image without spaces", show(root))
     return root.rstrip("/") or "/"
+
+
+STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts}
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:

@@ -11,7 +11,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
 
 # Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
 HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
@@ -128,7 +128,7 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
     """What one node's supervisor needs: paths, bounds and the parser's arguments."""
     run_dir = node["run_dir"]
     status = status_dir(plan["data_cache_dir"], plan["run_id"])
-    parse = {"framework": plan.get("framework", "auto"), "final_step": plan.get("final_step"),
+    parse = {"framework": log_format(plan.get("framework")), "final_step": plan.get("final_step"),
              "max_steps": int(settings.get("max_steps", 2000)), "patterns": list(settings.get("patterns") or []),
              "advisories": list(settings.get("advisories") or [])}
     parse.update(settings.get("parse_extra") or {})
@@ -155,7 +155,7 @@ def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Ma
                   module_utils_dir: str) -> Dict[str, Any]:
     """One node's supervisor files and directories, the container's command and the status mount
     (``node``: its part of the plan, ``_plan.node_view``)."""
-    extra = dict(megatron_sizes(node)) if plan.get("framework") == MEGATRON else {}
+    extra = dict(megatron_sizes(node)) if log_format(plan.get("framework")) == MEGATRON else {}
     if plan.get("warmup_steps") is not None:
         extra["warmup_steps"] = plan["warmup_steps"]
     config = supervisor_config(node, plan, dict(settings, parse_extra=extra))

@@ -11,6 +11,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 MAXTEXT = "maxtext"
 MEGATRON = "megatron"
+PRIMUS = "primus"
 NXDT = "nxdt"
 EVERY_RANK = "every"
 LAST_RANK = "last"
@@ -25,6 +26,11 @@ class Stack(NamedTuple):
     summary_metrics: Tuple[str, ...]   # steady means reported per node, keyed like result_dict
     printing_rank: str                 # which node of a job prints the step lines
     last_step_offset: int              # final step = total steps + this (MaxText counts from 0)
+    log_format: Optional[str] = None   # the parser of its lines (_logs), when not its own name
+
+    @property
+    def parser(self) -> str:
+        return self.log_format or self.name
 
     def final_step(self, total_steps: int) -> int:
         return total_steps + self.last_step_offset
@@ -39,14 +45,24 @@ STACKS: Dict[str, Stack] = {
     MEGATRON: Stack(MEGATRON, "Megatron-LM", "training_iterations", "master_address", 2,
                     ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
                     LAST_RANK, 0),
+    # Primus prints Megatron-style lines (instant/average pairs) from the job's last rank
+    PRIMUS: Stack(PRIMUS, "Primus", "training_iterations", "master_address", 2,
+                  ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
+                  LAST_RANK, 0, MEGATRON),
     # parsed only (Neuronx Distributed Training logs); never planned
     NXDT: Stack(NXDT, "Neuronx Distributed Training", None, None, 2, ("throughput", "seconds"), EVERY_RANK, 0),
 }
-PLANNED = (MAXTEXT, MEGATRON)
+PLANNED = (MAXTEXT, MEGATRON, PRIMUS)
 
 
 def stack_of(name: Optional[str]) -> Optional[Stack]:
     return STACKS.get(name or "")
+
+
+def log_format(name: Optional[str]) -> str:
+    """The parser (_logs) of a stack's lines; "auto" for an unknown stack."""
+    stack = stack_of(name)
+    return stack.parser if stack else (name or "auto")
 
 
 def default_warmup(name: Optional[str]) -> int:

@@ -60,7 +60,7 @@ options:
       - Training stack. Defaults to what the config implies (C(training_steps) - MaxText,
         C(training_iterations) - Megatron-LM).
     type: str
-    choices: [maxtext, megatron]
+    choices: [maxtext, megatron, primus]
   overrides:
     description:
       - Deep-merged over the config JSON before planning, in the same shape as the config, for example a
