@@ -47,7 +47,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._run_ship impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, STACKS
-from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
+from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
+    foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
@@ -846,7 +847,7 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "name": name,
         "image": image,
         **gpu_access(ctx, devices(container.get("device_list", []))),
-        "volumes": with_mounts(volumes(container.get("volume_dict", {})),
+        "volumes": with_mounts(nic_volumes(ctx, volumes(container.get("volume_dict", {}))),
                                rdma_lib_copy(ctx.config.get("rdma_lib"))[0] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
         "shm_size": shm_size,
         "network_mode": "host",
@@ -856,6 +857,20 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "security_opts": ["seccomp=unconfined"],
         "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
     }
+
+
+def nic_volumes(ctx: Context, configured: List[str]) -> List[str]:
+    """The config's volumes less another NIC's RDMA provider library: config.nic_type names the NIC (cx7:
+    mlx5), else the vendor's usual one (NVIDIA nodes: ConnectX, mlx5); a warning names what is not mounted."""
+    nic_type = ctx.config.get("nic_type")
+    provider = provider_of(nic_type) if isinstance(nic_type, str) and not is_unset(nic_type) else \
+        _gpus.VENDOR_FACTS[ctx.gpu_vendor].hca_provider
+    dropped = foreign_provider_mounts(configured, provider)
+    if dropped:
+        ctx.warnings.append("config.container_config.volume_dict: %s not mounted: the nodes' HCAs are %s's (%s)"
+                            % (", ".join(dropped), provider, "config.nic_type %s" % nic_type
+                               if isinstance(nic_type, str) else "%s nodes" % ctx.gpu_vendor))
+    return [volume for volume in configured if volume not in dropped]
 
 
 def gpu_access(ctx: Context, configured: List[str]) -> Dict[str, Any]:

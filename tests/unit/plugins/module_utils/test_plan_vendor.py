@@ -118,3 +118,12 @@ def test_amd_params_on_nvidia_nodes_are_said_and_bnxt_hcas_warned():
     result = plan(MEGATRON, hosts("nvidia"), thor, container_image=NGC)
     assert any("mi300x block run on nvidia GPUs" in w for w in result["warnings"])
     assert any("nvidia nodes usually have mlx5 HCAs" in w for w in result["warnings"])
+
+
+def test_connectx_nodes_do_not_mount_the_broadcom_provider_library():
+    volumes = plan(MEGATRON, hosts("nvidia"), container_image=NGC)["nodes"]["n1"]["container"]["volumes"]
+    assert not [v for v in volumes if "libbnxt_re" in v]
+    assert "/lib/libibverbs.d:/lib/libibverbs.d" in volumes
+    thor = {"config": dict(CX7["config"], nic_type="thor2", nccl_ib_hca_list="bnxt_re0", nccl_ib_hca="bnxt_re0")}
+    amd_volumes = plan(MEGATRON, hosts(), thor)["nodes"]["n1"]["container"]["volumes"]
+    assert [v for v in amd_volumes if "libbnxt_re-rdmav34.so" in v]
