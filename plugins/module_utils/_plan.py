@@ -838,11 +838,10 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         raise ConfigError("config.shm_size", "a size such as 256G", show(shm_size))
     image_vendor = _gpus.vendor_of_image(image)
     if image_vendor and image_vendor != ctx.gpu_vendor:
-        raise ConfigError("config.container_image", "an image for %s GPUs (%s from %s: training_container_image or "
-                          "config.container_images.%s names one, e.g. NGC PyTorch with Megatron-LM or NVIDIA's "
-                          "JAX/MaxText image on NVIDIA nodes)" % (ctx.gpu_vendor, ctx.gpu_vendor,
-                                                                 ctx.gpu_vendor_source, ctx.gpu_vendor),
-                          "%s, an image for %s GPUs" % (show(image), image_vendor))
+        wanted = ("an image for %s GPUs (%s from %s: training_container_image or config.container_images.%s names "
+                  "one, e.g. NGC PyTorch with Megatron-LM or NVIDIA's JAX/MaxText image on NVIDIA nodes)"
+                  % (ctx.gpu_vendor, ctx.gpu_vendor, ctx.gpu_vendor_source, ctx.gpu_vendor))
+        raise ConfigError("config.container_image", wanted, "%s, an image for %s GPUs" % (show(image), image_vendor))
     return {
         "name": name,
         "image": image,

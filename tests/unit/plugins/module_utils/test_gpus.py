@@ -37,8 +37,8 @@ def test_nvidia_smi_csv_with_its_header_real_l40s():
 def test_nvidia_report_from_real_query_and_version_lines():
     report = _gpus.nvidia_report(REAL["NV-02"], REAL["NV-03"])
     assert report["count"] == 1 and report["models"] == ["NVIDIA H100 80GB HBM3"]
-    assert (report["arch"], report["driver"], report["cuda"], report["vendor"]) == ("h100", "580.82.07", "12.4",
-                                                                                   "nvidia")
+    found = (report["arch"], report["driver"], report["cuda"], report["vendor"])
+    assert found == ("h100", "580.82.07", "12.4", "nvidia")
     assert _gpus.describe(report) == "1 x NVIDIA H100 80GB HBM3 (h100), driver 580.82.07, CUDA 12.4"
 
 
@@ -79,6 +79,12 @@ def tool(tmp_path, name):
     return [{"path": str(path), "args": list(_gpus.NVIDIA_QUERY) if name == "nvidia-smi" else ["static"]}]
 
 
+def prints(output):
+    def run(argv):
+        return subprocess.CompletedProcess(list(argv), 0, output, "")
+    return run
+
+
 def nvidia_smi(query, version):
     def run(argv):
         return subprocess.CompletedProcess(list(argv), 0, version if "--version" in argv else query, "")
@@ -111,15 +117,15 @@ def test_an_amd_block_on_nvidia_nodes_is_reported_not_failed(tmp_path):
 def test_the_versioned_arch_key_matches_the_arch_map_value(tmp_path):
     # preflight once compared "MI325X" (a versioned config's key) with "mi325" (the map's value) and failed
     output = "GPU: 0\n    ASIC:\n        MARKET_NAME: AMD Instinct MI325X\n"
-    run = lambda argv: subprocess.CompletedProcess(list(argv), 0, output, "")  # noqa: E731
-    checks, report = _probe.gpu_probe(tool(tmp_path, "amd-smi"), {"MI325X": "mi325"}, "MI325X", 1, run, "amd")
+    checks, report = _probe.gpu_probe(tool(tmp_path, "amd-smi"), {"MI325X": "mi325"}, "MI325X", 1, prints(output),
+                                      "amd")
     assert all(c["ok"] for c in checks), checks
     assert report["arch"] == "mi325"
 
 
 def test_a_given_arch_that_differs_from_the_detected_one_names_both(tmp_path):
-    run = lambda argv: subprocess.CompletedProcess(list(argv), 0, REAL["GT-01"], "")  # noqa: E731
-    checks, dummy = _probe.gpu_probe(tool(tmp_path, "amd-smi"), {"MI350X": "mi350"}, "mi300x", None, run, "amd")
+    checks, dummy = _probe.gpu_probe(tool(tmp_path, "amd-smi"), {"MI350X": "mi350"}, "mi300x", None,
+                                     prints(REAL["GT-01"]), "amd")
     arch = [c for c in checks if c["check"] == "gpu_arch"][0]
     assert arch["ok"] is False
     assert "found mi350 but the run is planned for mi300x" in arch["detail"] and "gfx950" in arch["detail"]

@@ -23,8 +23,9 @@ def hosts(vendor=None):
     return [Host("n1", "10.0.0.1", vendor), Host("n2", "10.0.0.2", vendor)]
 
 
-def plan(name, host_list, overrides=CX7, **options):
+def plan(name, host_list, overrides=None, **options):
     options.setdefault("run_id", "r1")
+    overrides = CX7 if overrides is None else overrides
     if name == MEGATRON:
         options.setdefault("model", "llama3_1_8b")
         options.setdefault("gpu_arch", "mi300x")
