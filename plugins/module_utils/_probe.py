@@ -162,8 +162,9 @@ def gpu_probe(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], e
 def vendor_check(tool: str, report: Mapping[str, Any], vendor: str) -> Check:
     if report["vendor"] != vendor:
         return check("gpu_vendor", False, "%s lists %s GPUs (%s) but the run is planned for %s GPUs (the inventory's "
-                                          "training_gpu_vendor, config.gpu_vendor or the image)"
-                     % (tool, report["vendor"], _gpus.describe(report), vendor))
+                                          "training_gpu_vendor, config.gpu_vendor or the image; here: set "
+                                          "training_gpu_vendor: %s for this node's group, with a %s image)"
+                     % (tool, report["vendor"], _gpus.describe(report), vendor, report["vendor"], report["vendor"]))
     return check("gpu_vendor", True, "%s: %s GPUs" % (tool, vendor))
 
 

@@ -105,6 +105,7 @@ def test_probe_fails_an_nvidia_node_planned_for_amd(tmp_path):
     vendor = checks[0]
     assert vendor["check"] == "gpu_vendor" and vendor["ok"] is False
     assert "lists nvidia GPUs" in vendor["detail"] and "planned for amd GPUs" in vendor["detail"]
+    assert "set training_gpu_vendor: nvidia for this node's group" in vendor["detail"]
 
 
 def test_an_amd_block_on_nvidia_nodes_is_reported_not_failed(tmp_path):
