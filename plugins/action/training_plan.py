@@ -47,6 +47,7 @@ ARGUMENT_SPEC = {
     "compact": {"type": "bool", "default": True},
     "runs_dir": {"type": "path"},
     "hf_token_handed": {"type": "bool", "default": False},
+    "container_image": {"type": "str"},
 }
 
 
@@ -89,7 +90,7 @@ class ActionModule(ActionBase):
             framework=args["framework"], overrides=overrides, iterations=args["iterations"],
             run_id=args["run_id"], remote_user=args["remote_user"] or self._remote_user(hosts, task_vars),
             warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"], sweep=args["sweep"],
-            hf_token_handed=args["hf_token_handed"])
+            hf_token_handed=args["hf_token_handed"], container_image=args["container_image"])
         try:
             plan = plan_run(load_config_file(config_path), hosts, options)
             if args["compact"]:
@@ -120,7 +121,9 @@ class ActionModule(ActionBase):
         for name in names:
             known = hostvars.get(name) if name in hostvars else None
             address = known.get("ansible_host", name) if known is not None else name
-            hosts.append(Host(str(name), str(address)))
+            # the host's GPU vendor from the inventory (or -e training_gpu_vendor=...); the planner checks it
+            vendor = known.get("training_gpu_vendor") if known is not None else None
+            hosts.append(Host(str(name), str(address), str(vendor) if vendor else None))
         return hosts
 
     def _remote_user(self, hosts, task_vars):

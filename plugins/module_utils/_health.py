@@ -14,6 +14,8 @@ import re
 import subprocess
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus
+
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
@@ -50,7 +52,7 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
     Formats (real samples in tests/fixtures/real-logs/gpu_tools_real.txt): ``amd-smi static --asic`` (text: one
     ``GPU: N`` block each, ``MARKET_NAME:``) or ``--json`` (a list); ``rocm-smi --showproductname`` ``--json``
     (``card0``... keys), ``--csv`` (``card0,...`` rows) or text (``GPU[0]`` lines); ``nvidia-smi
-    --query-gpu=name --format=csv,noheader`` (one line each).
+    --query-gpu=... --format=csv`` (a header line, then one line each; ``_gpus.nvidia_csv``).
     """
     name = os.path.basename(tool)
     parsed = _json(output)
@@ -71,8 +73,8 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
         gpus = ROCM_SMI_GPU.findall(output)
         return (len(set(gpus)) if gpus else None), []
     if name.startswith("nvidia-smi"):
-        lines = [line.strip() for line in output.splitlines() if line.strip()]
-        return len(lines), lines
+        models = [row.get("name", "") for row in _gpus.nvidia_csv(output)]
+        return len(models), models
     return None, []
 
 

@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _maxtext, _megatron, _primus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -47,7 +47,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._run_ship impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
-from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_lib_copy, rdma_setup
+from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
+    foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
@@ -66,7 +67,6 @@ MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
-DEFAULT_LD_LIBRARY_PATH = "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu"
 SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
 
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
@@ -90,9 +90,9 @@ ENV_LIKE_KEY = re.compile(
 # The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation);
 # distributed_training and dataset_source are the suite's, their meaning derived (model_params mode, mock_data).
 CONFIG_KEYS = frozenset((
-    "container_config", "container_image", "container_name", "coordinator_ip", "coordinator_port", "data_cache_dir",
-    "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework", "hf_token_file",
-    "jaxlib_version",
+    "container_config", "container_image", "container_images", "container_name", "coordinator_ip", "coordinator_port",
+    "data_cache_dir", "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework",
+    "gpu_access", "gpu_ids", "gpu_vendor", "hf_token_file", "jaxlib_version", "maxtext_root",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_arguments", "megatron_root", "mock_data",
     "nic_type", "nnodes", "primus_root",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
@@ -125,6 +125,8 @@ HINTS = {
 class Host:
     name: str
     address: str
+    # the inventory's training_gpu_vendor for the host (amd or nvidia); None: the config's or the image's
+    gpu_vendor: Optional[str] = None
 
 
 @dataclass
@@ -146,6 +148,8 @@ class PlanOptions:
     now: Optional[datetime.datetime] = None
     # The controller hands the HF token to every node (AWX credential): hf_token_file is the run's copy.
     hf_token_handed: bool = False
+    # The image to run (training_container_image, an inventory value): wins over config.container_image(s).
+    container_image: Optional[str] = None
 
 
 @dataclass
@@ -174,6 +178,8 @@ class Context:
     warnings: List[str] = field(default_factory=list)
     versioned: Optional[Versioned] = None
     xla_checked: Optional[Dict[str, Any]] = None
+    gpu_vendor: str = _gpus.AMD
+    gpu_vendor_source: str = "the default"
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -249,6 +255,8 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "mode": ctx.selection.mode,
         "model": ctx.selection.model,
         "gpu_arch": ctx.selection.gpu_arch,
+        "gpu_vendor": ctx.gpu_vendor,
+        "gpu_vendor_source": ctx.gpu_vendor_source,
         "trains_model": common["trains_model"],
         "effective_model": effective_model(common["trains_model"], ctx.params),
         "remote_user": options.remote_user,
@@ -329,9 +337,53 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     log_dir = absolute_path(config, "log_dir")
     ctx = Context(framework, selection, config, without_documentation(selection.params), options, total,
                   run_id, "%s/clusterval/%s" % (log_dir.rstrip("/"), run_id))
+    choose_vendor(ctx, hosts)
     warn_about_nnodes(ctx, len(hosts))
     warn_about_unused_keys(ctx)
     return ctx
+
+
+def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
+    """The run's GPU vendor and image: the hosts' training_gpu_vendor (inventory or -e), else config.gpu_vendor,
+    else the vendor the image names, else AMD. One run, one vendor (NCCL and RCCL ranks cannot form one job):
+    hosts that say otherwise are refused, naming them. The image: training_container_image, else
+    config.container_images[vendor], else config.container_image."""
+    if ctx.options.container_image is not None:
+        ctx.config["container_image"] = to_str(ctx.options.container_image, "container_image")
+    given = [(index, host) for index, host in enumerate(hosts) if host.gpu_vendor]
+    if given:
+        index, first = given[0]
+        vendor, source = checked_vendor(first.gpu_vendor, join_path(join_path("hosts", index), "gpu_vendor")), \
+            "the inventory's training_gpu_vendor"
+        for index, host in given[1:]:
+            if host.gpu_vendor != vendor:
+                raise ConfigError(join_path(join_path("hosts", index), "gpu_vendor"),
+                                  "%s like %s (one run, one GPU vendor: run each vendor's nodes as their own "
+                                  "group, -e training_hosts=<group>)" % (vendor, first.name),
+                                  "%s for %s" % (show(host.gpu_vendor), host.name))
+    elif ctx.config.get("gpu_vendor") is not None and not is_unset(ctx.config["gpu_vendor"]):
+        vendor, source = checked_vendor(ctx.config["gpu_vendor"], "config.gpu_vendor"), "config.gpu_vendor"
+    else:
+        named = _gpus.vendor_of_image(str(ctx.config.get("container_image", "")))
+        vendor, source = (named, "the image") if named else (_gpus.AMD, "the default")
+    ctx.gpu_vendor, ctx.gpu_vendor_source = vendor, source
+    images = ctx.config.get("container_images")
+    if images is not None and not isinstance(images, dict):
+        raise ConfigError("config.container_images", "an object of GPU vendor (amd, nvidia) to image", type_name(images))
+    if ctx.options.container_image is None and images and vendor in images and not is_unset(images[vendor]):
+        ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
+    arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
+    if arch_vendor and arch_vendor != vendor:
+        ctx.warnings.append("%s: the parameters and targets of the config's %s block run on %s GPUs (the config has "
+                            "no block for them; its result_dict targets are %s's)"
+                            % (ctx.selection.path, ctx.selection.gpu_arch, vendor, ctx.selection.gpu_arch))
+
+
+def checked_vendor(value: Any, path: str) -> str:
+    text = str(value).strip().lower() if isinstance(value, str) else value
+    if text not in _gpus.VENDORS:
+        raise ConfigError(path, "a GPU vendor (%s)" % ", ".join(_gpus.VENDORS), show(value))
+    return text
 
 
 def warn_about_unused_keys(ctx: Context) -> None:
@@ -667,9 +719,10 @@ def xla_check_statement(version: Optional[Tuple[str, str]]) -> Dict[str, Any]:
 def common_node_parts(ctx: Context) -> Dict[str, Any]:
     """What is the same on every node of every job, computed once."""
     data_cache_dir = absolute_path(ctx.config, "data_cache_dir")
-    env = {"HF_HOME": data_cache_dir,
-           "LD_LIBRARY_PATH": to_str(ctx.config.get("ld_library_path", DEFAULT_LD_LIBRARY_PATH),
-                                     "config.ld_library_path")}
+    env = {"HF_HOME": data_cache_dir}
+    ld_library_path = ctx.config.get("ld_library_path", _gpus.VENDOR_FACTS[ctx.gpu_vendor].ld_library_path)
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = to_str(ld_library_path, "config.ld_library_path")
     env.update(config_env(ctx))
     framework = STACK_PARTS[ctx.framework](ctx, data_cache_dir)
     env.update(framework["env"])
@@ -678,6 +731,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
         env.update(SINGLE_NODE_NCCL)
     env.update(env_vars(ctx))
     env.update(env_dict(ctx))
+    env = vendor_env(ctx, env)
     container = container_parts(ctx)
     directories = unique([ctx.run_dir, absolute_path(ctx.config, "log_dir"), data_cache_dir]
                          + framework["directories"] + output_mounts(ctx, framework["workdir"]))
@@ -686,6 +740,23 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
             "simulated": is_simulator(container["image"]),
             "realism": realism(container["image"]),
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
+
+
+def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
+    """The environment less the other vendor's stack (on NVIDIA: HSA_*, HIP_*, RCCL_*, NVTE_CK_*...), with a
+    warning naming what was left out; and on NVIDIA, a warning when NCCL_IB_HCA names no ConnectX HCA."""
+    vendor = _gpus.VENDOR_FACTS[ctx.gpu_vendor]
+    foreign = sorted(name for name in env if vendor.foreign_env.match(name))
+    if foreign:
+        ctx.warnings.append("not set on %s GPUs (the other vendor's stack reads them): %s"
+                            % (ctx.gpu_vendor, ", ".join(foreign)))
+    hcas = [hca for hca in env.get("NCCL_IB_HCA", "").lstrip("=^").split(",") if hca.strip()]
+    provider = vendor.hca_provider
+    if provider and hcas and not any(hca.strip().startswith(provider) for hca in hcas) \
+            and not isinstance(ctx.config.get("nic_type"), str):
+        ctx.warnings.append("NCCL_IB_HCA names %s: %s nodes usually have %s HCAs (set config.nic_type to say "
+                            "which NIC the nodes have)" % (", ".join(hcas), ctx.gpu_vendor, provider))
+    return {name: value for name, value in env.items() if name not in foreign}
 
 
 def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
@@ -697,16 +768,28 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     yaml_path = "%s/maxtext.yml" % ctx.run_dir
     output_dir = "%s/output" % ctx.run_dir
     content = _maxtext.build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
-    candidates = train_script_paths(ctx)
+    root = maxtext_root(ctx)
+    candidates = train_script_paths(ctx, root)
     lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
-    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": _maxtext.WORKDIR, "run_lines": lines,
+    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
             "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
             "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
 
 
-def train_script_paths(ctx: Context) -> List[str]:
-    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones)."""
-    paths = ctx.config.get("train_script_paths", list(_maxtext.TRAIN_SCRIPTS))
+def maxtext_root(ctx: Context) -> str:
+    """The MaxText checkout in the image: config.maxtext_root, else the vendor's images' (ROCm: /workspace/maxtext,
+    NVIDIA's JAX-Toolbox: /opt/maxtext)."""
+    root = ctx.config.get("maxtext_root", _gpus.VENDOR_FACTS[ctx.gpu_vendor].maxtext_root)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.maxtext_root", "an absolute path in the image without spaces", show(root))
+    return root.rstrip("/") or "/"
+
+
+def train_script_paths(ctx: Context, root: str = _maxtext.WORKDIR) -> List[str]:
+    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones,
+    under the image's MaxText checkout)."""
+    known = [root + path[len(_maxtext.WORKDIR):] for path in _maxtext.TRAIN_SCRIPTS]
+    paths = ctx.config.get("train_script_paths", known)
     if not isinstance(paths, list) or not paths:
         raise ConfigError("config.train_script_paths", "a list of paths in the image", show(paths))
     for index, path in enumerate(paths):
@@ -794,11 +877,17 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
     shm_size = to_str(ctx.config.get("shm_size", "64G"), "config.shm_size").strip()
     if not SHM_SIZE.match(shm_size):
         raise ConfigError("config.shm_size", "a size such as 256G", show(shm_size))
+    image_vendor = _gpus.vendor_of_image(image)
+    if image_vendor and image_vendor != ctx.gpu_vendor:
+        wanted = ("an image for %s GPUs (%s from %s: training_container_image or config.container_images.%s names "
+                  "one, e.g. NGC PyTorch with Megatron-LM or NVIDIA's JAX/MaxText image on NVIDIA nodes)"
+                  % (ctx.gpu_vendor, ctx.gpu_vendor, ctx.gpu_vendor_source, ctx.gpu_vendor))
+        raise ConfigError("config.container_image", wanted, "%s, an image for %s GPUs" % (show(image), image_vendor))
     return {
         "name": name,
         "image": image,
-        "devices": devices(container.get("device_list", [])),
-        "volumes": with_mounts(volumes(container.get("volume_dict", {})),
+        **gpu_access(ctx, devices(container.get("device_list", []))),
+        "volumes": with_mounts(nic_volumes(ctx, volumes(container.get("volume_dict", {}))),
                                rdma_lib_copy(ctx.config.get("rdma_lib"))[0] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
         "shm_size": shm_size,
         "network_mode": "host",
@@ -807,8 +896,45 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "capabilities": ["IPC_LOCK", "SYS_PTRACE"],
         "security_opts": ["seccomp=unconfined"],
         "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
-        "groups": ["video", "render"],
     }
+
+
+def nic_volumes(ctx: Context, configured: List[str]) -> List[str]:
+    """The config's volumes less another NIC's RDMA provider library: config.nic_type names the NIC (cx7:
+    mlx5), else the vendor's usual one (NVIDIA nodes: ConnectX, mlx5); a warning names what is not mounted."""
+    nic_type = ctx.config.get("nic_type")
+    provider = provider_of(nic_type) if isinstance(nic_type, str) and not is_unset(nic_type) else \
+        _gpus.VENDOR_FACTS[ctx.gpu_vendor].hca_provider
+    dropped = foreign_provider_mounts(configured, provider)
+    if dropped:
+        ctx.warnings.append("config.container_config.volume_dict: %s not mounted: the nodes' HCAs are %s's (%s)"
+                            % (", ".join(dropped), provider, "config.nic_type %s" % nic_type
+                               if isinstance(nic_type, str) else "%s nodes" % ctx.gpu_vendor))
+    return [volume for volume in configured if volume not in dropped]
+
+
+def gpu_access(ctx: Context, configured: List[str]) -> Dict[str, Any]:
+    """How the container gets its GPUs. AMD: the config's devices (/dev/kfd, /dev/dri) and the video and render
+    groups. NVIDIA: Docker's device request (config.gpu_access device_request, the default, or cdi; config.gpu_ids
+    for some GPUs only), no group, and none of AMD's device nodes (dropped with a warning)."""
+    vendor = _gpus.VENDOR_FACTS[ctx.gpu_vendor]
+    others = [facts for name, facts in _gpus.VENDOR_FACTS.items() if name != vendor.name]
+    dropped = [device for device in configured if any(_gpus.is_gpu_device(device, other) for other in others)]
+    if dropped:
+        ctx.warnings.append("config.container_config.device_list: %s not given to the container on %s GPUs"
+                            % (", ".join(dropped), ctx.gpu_vendor))
+    access = to_str(ctx.config.get("gpu_access", "device_request"), "config.gpu_access")
+    if access not in _gpus.GPU_ACCESS:
+        raise ConfigError("config.gpu_access", "one of %s" % ", ".join(_gpus.GPU_ACCESS), show(access))
+    ids = ctx.config.get("gpu_ids")
+    if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) and i.strip() for i in ids)):
+        raise ConfigError("config.gpu_ids", "a list of GPU indexes or UUIDs as strings", show(ids))
+    parts: Dict[str, Any] = {"devices": [device for device in configured if device not in dropped],
+                             "groups": list(vendor.groups)}
+    requests = _gpus.device_requests(vendor.name, access, ids)
+    if requests:
+        parts["device_requests"] = requests
+    return parts
 
 
 def devices(values: Any) -> List[str]:

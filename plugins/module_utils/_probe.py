@@ -14,10 +14,10 @@ import re
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from ansible_collections.clusterval.training.plugins.module_utils import _health
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _health
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
 
 Check = Dict[str, Any]
@@ -107,35 +107,89 @@ def gpu_check(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], e
     return gpu_checks(tools, arch_map, expected, None, run)[0]
 
 
+def tool_vendor(tool: Mapping[str, Any]) -> str:
+    """A tool entry's vendor: its `vendor`, else nvidia for nvidia-smi and amd for the others."""
+    vendor = str(tool.get("vendor") or "")
+    if vendor in _gpus.VENDORS:
+        return vendor
+    return _gpus.NVIDIA if os.path.basename(str(tool.get("path", ""))).startswith("nvidia-smi") else _gpus.AMD
+
+
+def gpu_report(tool: Mapping[str, Any], arch_map: Mapping[str, str], run: Runner = run_command) -> Dict[str, Any]:
+    """What the node's GPU tool says: vendor, count, models, arch (and gfx targets on AMD; driver and CUDA
+    version on NVIDIA, from ``nvidia-smi --version``). Raises OSError/SubprocessError when the tool fails."""
+    argv = [str(tool["path"])] + [str(arg) for arg in tool.get("args", [])]
+    output = run(argv).stdout
+    if tool_vendor(tool) == _gpus.NVIDIA:
+        version_args = tool.get("version_args", _gpus.NVIDIA_VERSION)
+        version = run([argv[0]] + [str(arg) for arg in version_args]).stdout if version_args else ""
+        report = _gpus.nvidia_report(output, version)
+    else:
+        count, models = _health.gpu_inventory(argv[0], output)
+        report = _gpus.amd_report(models, count, output, arch_map or None)
+        if report["arch"] is None and not report["arch_candidates"]:
+            report["arch"] = detect_arch(output, arch_map)
+    report.update(tool=argv[0], output=output)
+    return report
+
+
 def gpu_checks(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
-               expected_count: Optional[int], run: Runner = run_command) -> List[Check]:
-    """The GPU model against the planned arch and, with `expected_count`, the number of GPUs, from one tool run."""
+               expected_count: Optional[int], run: Runner = run_command,
+               vendor: Optional[str] = None) -> List[Check]:
+    return gpu_probe(tools, arch_map, expected, expected_count, run, vendor)[0]
+
+
+def gpu_probe(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], expected: str,
+              expected_count: Optional[int], run: Runner = run_command,
+              vendor: Optional[str] = None) -> Tuple[List[Check], Optional[Dict[str, Any]]]:
+    """The node's GPUs from one tool run (the first tool present): the vendor and the arch against the plan's
+    (arch keys compared in canonical form: MI325X, mi325x and mi325 are one arch), and with `expected_count`
+    the number of GPUs. Returns the checks and the tool's report (None without a tool)."""
     tool = next((t for t in tools if os.access(str(t.get("path", "")), os.X_OK)), None)
     if tool is None:
         return [check("gpu_arch", True, "no GPU tool (amd-smi, rocm-smi, nvidia-smi) on the node: "
-                                        "GPU arch %s taken from the config or training_gpu_arch" % expected)]
-    argv = [str(tool["path"])] + [str(arg) for arg in tool.get("args", [])]
+                                        "GPU arch %s taken from the config or training_gpu_arch" % expected)], None
     try:
-        output = run(argv).stdout
+        report = gpu_report(tool, arch_map, run)
     except (OSError, subprocess.SubprocessError) as exc:
-        return [check("gpu_arch", False, "%s failed: %s" % (argv[0], exc))]
-    counted = [_health.gpu_count_check(argv[0], output, expected_count)] if expected_count else []
-    detected = detect_arch(output, arch_map)
-    if detected is None:
-        return [check("gpu_arch", False, "%s reported no known GPU model (known: %s)"
-                      % (argv[0], ", ".join(sorted(arch_map))))] + counted
-    if detected != expected:
-        return [check("gpu_arch", False, "%s found %s but the run is planned for %s"
-                      % (argv[0], detected, expected))] + counted
-    return [check("gpu_arch", True, "%s: %s" % (argv[0], detected))] + counted
+        return [check("gpu_arch", False, "%s failed: %s" % (tool.get("path"), exc))], None
+    name = report["tool"]
+    counted = [_health.gpu_count_check(name, report.pop("output"), expected_count)] if expected_count else []
+    checks = [vendor_check(name, report, vendor)] if vendor else []
+    return checks + [arch_check(name, report, expected, vendor)] + counted, report
+
+
+def vendor_check(tool: str, report: Mapping[str, Any], vendor: str) -> Check:
+    if report["vendor"] != vendor:
+        return check("gpu_vendor", False, "%s lists %s GPUs (%s) but the run is planned for %s GPUs (the inventory's "
+                                          "training_gpu_vendor, config.gpu_vendor or the image; here: set "
+                                          "training_gpu_vendor: %s for this node's group, with a %s image)"
+                     % (tool, report["vendor"], _gpus.describe(report), vendor, report["vendor"], report["vendor"]))
+    return check("gpu_vendor", True, "%s: %s GPUs" % (tool, vendor))
+
+
+def arch_check(tool: str, report: Mapping[str, Any], expected: str, vendor: Optional[str]) -> Check:
+    planned_vendor = _gpus.vendor_of_arch(expected)
+    if planned_vendor and vendor and planned_vendor != vendor:
+        # the config has no block for this vendor's GPUs: the run uses another arch's parameters (the plan warns)
+        return check("gpu_arch", True, "%s: %s; the config's parameters are those of its %s block"
+                     % (tool, _gpus.describe(report), expected))
+    matches = _gpus.arch_matches(expected, report)
+    if matches is None:
+        return check("gpu_arch", False, "%s reported no known GPU model (%s)" % (tool, _gpus.describe(report)))
+    if not matches:
+        found = report.get("arch") or " or ".join(report.get("arch_candidates") or [])
+        return check("gpu_arch", False, "%s found %s but the run is planned for %s (%s; training_gpu_arch picks "
+                                        "the config's block)" % (tool, found, expected, _gpus.describe(report)))
+    return check("gpu_arch", True, "%s: %s" % (tool, _gpus.describe(report)))
 
 
 def detect_arch(output: str, arch_map: Mapping[str, str]) -> Optional[str]:
-    """The config arch key of the longest GPU model name found in a tool's output."""
+    """The arch key (canonical form) of the longest GPU model name found in a tool's output."""
     text = output.upper()
     for model in sorted(arch_map, key=len, reverse=True):
         if model.upper() in text:
-            return arch_map[model]
+            return _gpus.arch_key(arch_map[model])
     return None
 
 

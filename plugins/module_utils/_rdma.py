@@ -53,6 +53,20 @@ def rdma_lib_copy(spec: object) -> Tuple[List[str], List[Tuple[str, str]]]:
     return [volume], [(paths["container_mount_file"], paths["container_dest_file"])]
 
 
+def foreign_provider_mounts(volumes: Sequence[str], provider: Optional[str]) -> List[str]:
+    """Volumes mounting another provider's library (``libbnxt_re-rdmav34.so`` on ConnectX nodes, whose HCAs are
+    mlx5's): the launch script would copy it over the image's for nothing, and the host may not have it."""
+    if provider is None:
+        return []
+    foreign = []
+    for volume in volumes:
+        match = MOUNTED_PROVIDER.search(volume.split(":")[1] if ":" in volume else volume)
+        name = match.group(0)[len("/lib"):].split("-rdmav")[0] if match else None
+        if name is not None and name != provider:
+            foreign.append(volume)
+    return foreign
+
+
 def mounted_copies(volumes: Sequence[str]) -> List[Tuple[str, str]]:
     """Provider libraries a volume mounts as ``...-rdmav<ABI>.so.host``: copied to the name without ``.host``."""
     targets = [volume.split(":")[1] for volume in volumes]

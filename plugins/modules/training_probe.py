@@ -56,11 +56,20 @@ options:
     type: bool
     default: true
   gpu_arch:
-    description: The config's GPU arch key the run is planned for.
+    description:
+      - The config's GPU arch key the run is planned for, compared in canonical form with the arch detected
+        from the GPU tool (V(MI325X), V(mi325x) and V(mi325) are one arch).
     type: str
+  gpu_vendor:
+    description:
+      - The GPU vendor the run is planned for; check C(gpu_vendor) fails when the GPU tool is another vendor's.
+    type: str
+    choices: [amd, nvidia]
   gpu_tools:
     description:
-      - Tools asked for the GPU model, the first executable one wins; each C(path) and C(args).
+      - Tools asked for the GPU model, the first executable one wins; each C(path) and C(args), optionally
+        C(vendor) (V(amd) or V(nvidia); default V(nvidia) for C(nvidia-smi)) and, for nvidia-smi,
+        C(version_args) (default V(--version), which prints the driver and CUDA version).
       - No tool present is not a failure; the arch then comes from the config.
     type: list
     elements: dict
@@ -289,6 +298,15 @@ took_over:
   returned: always
   type: dict
   sample: {busy: true, run_id: 20261125T020000Z-1a2b3c-llama, containers: [rocm-jax-llama3.1-70b]}
+gpu:
+  description:
+    - What the GPU tool reported - C(vendor), C(tool), C(count), C(models), C(arch) (canonical arch key, null
+      when the model names none), C(arch_candidates) (from the gfx target on AMD), C(gfx), C(driver), C(cuda)
+      (NVIDIA) - or null when O(gpu_arch) is not set or no tool is on the node.
+  returned: always
+  type: dict
+  sample: {vendor: nvidia, tool: /usr/bin/nvidia-smi, count: 8, models: [NVIDIA H100 80GB HBM3], arch: h100,
+           arch_candidates: [], driver: 535.129.03, cuda: "12.2"}
 failed_checks:
   description: The names of the failed checks.
   returned: always
@@ -307,7 +325,9 @@ from ansible_collections.clusterval.training.plugins.module_utils import _health
 
 
 def run_checks(params, run):
+    """Every check of `params`, and what the node's GPU tool reported (None when not asked or no tool)."""
     checks = []
+    gpu = None
     if params["docker_socket"]:
         checks.append(_probe.docker_check(params["docker_socket"]))
     if params["devices"]:
@@ -315,8 +335,9 @@ def run_checks(params, run):
     if params["mounts"]:
         checks.append(_probe.paths_check("host_mounts", params["mounts"], "on the host"))
     if params["gpu_arch"]:
-        checks.extend(_probe.gpu_checks(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"],
-                                        params["gpu_count"], run))
+        gpu_checks, gpu = _probe.gpu_probe(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"],
+                                           params["gpu_count"], run, params["gpu_vendor"])
+        checks.extend(gpu_checks)
     if params["kernel_log"]:
         kernel_log = params["kernel_log"]
         checks.append(_health.kernel_log_check(kernel_log["command"],
@@ -335,7 +356,7 @@ def run_checks(params, run):
         checks.extend(_probe.rdma_checks(run))
     if params["python_modules"]:
         checks.append(_probe.python_modules_check(params["python_modules"]))
-    return checks
+    return checks, gpu
 
 
 def claim_node(params, node):
@@ -373,6 +394,7 @@ def main():
             token_file=dict(type="path"),
             token_required=dict(type="bool", default=True),
             gpu_arch=dict(type="str"),
+            gpu_vendor=dict(type="str", choices=["amd", "nvidia"]),
             gpu_tools=dict(type="list", elements="dict", default=[]),
             gpu_arch_map=dict(type="dict", default={}),
             gpu_count=dict(type="int"),
@@ -424,7 +446,8 @@ def main():
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
     marker_first = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
-    checks = claim_checks + marker_first + run_checks(module.params, run)
+    node_checks, gpu = run_checks(module.params, run)
+    checks = claim_checks + marker_first + node_checks
     if module.params["coordinator_port"] and not claimed["took_over"]:
         checks.append(_ports.port_check(module.params["coordinator_port"]))
     if marker["mode"] == "read":
@@ -435,7 +458,8 @@ def main():
                      failed_checks=[c["check"] for c in checks if not c["ok"]], took_over=claimed["took_over"],
                      marker_written=marker["mode"] == "write" and all(c["ok"] for c in marker_first),
                      image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
-                     token_present=_probe.token_check(token_file)["ok"] if token_file else None)
+                     token_present=_probe.token_check(token_file)["ok"] if token_file else None,
+                     gpu=gpu)
 
 
 if __name__ == "__main__":

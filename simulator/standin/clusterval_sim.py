@@ -147,10 +147,14 @@ def device_root(env: Mapping[str, str]) -> str:
 
 
 def gpu_devices_visible(env: Mapping[str, str]) -> bool:
+    """AMD's device nodes (/dev/kfd and a render node), or NVIDIA's (/dev/nvidiactl and /dev/nvidia0: what the
+    NVIDIA Container Toolkit's hook, here the simulated cluster's stand-in, makes for a device request)."""
     root = device_root(env)
     dri = os.path.join(root, "dri")
     has_render = os.path.isdir(dri) and any(n.startswith("renderD") for n in os.listdir(dri))
-    return os.path.exists(os.path.join(root, "kfd")) and has_render
+    amd = os.path.exists(os.path.join(root, "kfd")) and has_render
+    nvidia = os.path.exists(os.path.join(root, "nvidiactl")) and os.path.exists(os.path.join(root, "nvidia0"))
+    return amd or nvidia
 
 
 def missing_required_paths(env: Mapping[str, str]) -> list[str]:

@@ -186,3 +186,14 @@ def test_llama2_script_takes_llama2_sizes(standin):
     assert standin.megatron({"MODEL_SIZE": "7"}, script="train_llama2.sh").returncode == 0
     assert standin.megatron({"MODEL_SIZE": "7"}).stdout.strip() == "Model size not supported."
     assert standin.megatron({"MODEL_SIZE": "8"}, script="train_llama2.sh").returncode == 1
+
+
+def test_nvidia_device_nodes_are_gpus_too_and_none_at_all_is_an_error(standin):
+    # what the simulated NVIDIA Container Toolkit hook makes for a device request, without AMD's nodes
+    (standin.dev / "kfd").unlink()
+    proc = standin.megatron()
+    assert proc.returncode != 0 and "RuntimeError: No HIP GPUs are available" in proc.stdout
+    (standin.dev / "nvidiactl").touch()
+    (standin.dev / "nvidia0").touch()
+    proc = standin.megatron()
+    assert proc.returncode == 0, proc.stdout
