@@ -79,6 +79,17 @@ options:
     description: Where the action plugin writes the collected log on the controller (parents made).
     type: path
     version_added: 0.3.0
+  plan:
+    description:
+      - The run's plan (from M(clusterval.training.training_plan)); for a node of the plan and a O(run_id), the action
+        plugin takes O(run_dir), O(data_cache_dir) and O(log_path) from it.
+    type: dict
+    version_added: 0.3.0
+  collect_log:
+    description: With O(plan), whether to bring the node's training log back to O(log_copy).
+    type: bool
+    default: true
+    version_added: 0.3.0
   log_max_bytes:
     description: The most of the log collected; a longer log keeps its last O(log_max_bytes) bytes, and says so.
     type: int
@@ -171,6 +182,8 @@ def main():
             address=dict(type="str", default=""),
             controller=dict(type="str", default=""),
             taken_over_by=dict(type="dict"),
+            plan=dict(type="dict"),
+            collect_log=dict(type="bool", default=True),
             log_path=dict(type="str", default=""),
             log_copy=dict(type="path"),
             log_max_bytes=dict(type="int", default=256 * 1024 * 1024),

@@ -17,17 +17,48 @@ description:
     of controller time; the node needs no Docker SDK.
   - The action plugin builds O(spec) from the plan on the controller; this module runs on the node.
 options:
+  plan:
+    description:
+      - The run's plan (from M(clusterval.training.training_plan)); defaults to the fact C(training_plan). The action
+        plugin builds O(spec) from the node's part of it, and adds the plan's directories and files of the node to
+        O(directories) and O(files).
+    type: dict
+  spec_overrides:
+    description: Keys merged over the plan's container spec (C(env) key by key), for instance C(capabilities), C(groups).
+    type: dict
+    default: {}
+  command:
+    description: The container's command (argv); empty keeps the plan's (the launch script).
+    type: list
+    elements: str
+    default: []
+  extra_volumes:
+    description: Volumes (C(host:container)) beside the plan's, such as the run's shared status directory.
+    type: list
+    elements: str
+    default: []
+  hf_token_file:
+    description: The HF token file on the node, mounted read-only; defaults to the plan's C(hf_token_file); empty mounts none.
+    type: str
+  hf_token_present:
+    description: Whether the HF token file exists on the node (a bind mount of a missing file fails the start).
+    type: bool
+    default: true
+  plan_files:
+    description: Write the plan's directories and files of the node (the launch script, the framework's config) too.
+    type: bool
+    default: true
   docker_host:
     description: The Docker daemon on the node, as C(unix:///path) or a socket path.
     type: str
     default: unix:///var/run/docker.sock
   spec:
     description:
-      - The container spec from the action plugin (the plan's, with the overrides), with the keys C(name), C(image),
-        C(command), C(env), C(labels), C(devices), C(device_requests), C(volumes), C(mounts), C(groups),
-        C(capabilities), C(security_opts), C(ulimits), C(shm_size), C(network_mode), C(ipc_mode), C(privileged).
+      - The container spec, built by the action plugin (the plan's, with the overrides); not given by hand. Its keys
+        are C(name), C(image), C(command), C(env), C(labels), C(devices), C(device_requests), C(volumes), C(mounts),
+        C(groups), C(capabilities), C(security_opts), C(ulimits), C(shm_size), C(network_mode), C(ipc_mode),
+        C(privileged).
     type: dict
-    required: true
   stop_timeout:
     description: Seconds Docker waits for the container to stop before killing it (also when it is replaced).
     type: int
@@ -99,7 +130,14 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
-            spec=dict(type="dict", required=True),
+            spec=dict(type="dict"),
+            plan=dict(type="dict"),
+            spec_overrides=dict(type="dict", default={}),
+            command=dict(type="list", elements="str", default=[]),
+            extra_volumes=dict(type="list", elements="str", default=[]),
+            hf_token_file=dict(type="str"),
+            hf_token_present=dict(type="bool", default=True),
+            plan_files=dict(type="bool", default=True),
             stop_timeout=dict(type="int", default=10),
             timeout=dict(type="float", default=60.0),
             directories=dict(type="list", elements="path", default=[]),
@@ -110,6 +148,8 @@ def main():
     )
     params = module.params
     spec = params["spec"]
+    if not isinstance(spec, dict):
+        module.fail_json(msg="spec: the action plugin builds it from the plan; run the module as a task, with plan")
     for key in ("name", "image"):
         if not isinstance(spec.get(key), str) or not spec[key]:
             module.fail_json(msg="spec.%s: expected a non-empty string, found %r" % (key, spec.get(key)))
