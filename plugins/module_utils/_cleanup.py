@@ -12,6 +12,7 @@ import base64
 import gzip
 import os
 import shutil
+import stat
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
@@ -176,7 +177,10 @@ def read_log(path: str, max_bytes: int) -> Dict[str, Any]:
     """The training log for the controller's copy: {data (gzip, base64), size, kept} or {missing} or {error}.
     A log longer than ``max_bytes`` keeps its end, where a failure is."""
     try:
-        with open(path, "rb") as handle:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return {"error": "%s on the node is not a regular file" % path}
+        # Not blocking on a FIFO put there after the check.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > max_bytes:
                 handle.seek(size - max_bytes)

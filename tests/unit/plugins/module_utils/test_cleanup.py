@@ -1,4 +1,6 @@
 """Teardown without a plan: the run's files go with its containers."""
+import os
+
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
 
 
@@ -208,3 +210,9 @@ def test_an_unreachable_or_failed_teardown_names_the_node():
     assert timed_out["ok"] is False and timed_out["msg"] == "node3 teardown FAILED: Timed out after 120 second(s)."
     own = _cleanup.outcome_of("node4", {"failed": True, "msg": "node4 teardown FAILED (run r1): Docker daemon"}, "x")
     assert own["msg"] == "node4 teardown FAILED (run r1): Docker daemon; training log not collected: x"
+
+
+def test_a_log_that_is_a_fifo_is_not_read_and_never_blocks(tmp_path):
+    fifo = tmp_path / "training.log"
+    os.mkfifo(fifo)
+    assert _cleanup.read_log(str(fifo), 1 << 20) == {"error": "%s on the node is not a regular file" % fifo}
