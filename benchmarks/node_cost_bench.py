@@ -4,7 +4,8 @@ Runs playbooks/train.yml (the cluster watch) on each node count in turn, ``--rep
 the controller's CPU-seconds (ansible-playbook and every worker it forked and reaped: ``RUSAGE_CHILDREN``), its
 wall time and the job's own length, then the cost per added node (least-squares slope of CPU against nodes)
 and its ratio to the goal (0.25 CPU-s per node per run). The job is fixed (``STEPS`` steps of ``STEP_SECONDS``)
-so the watch's share, which does not grow with nodes, stays the same at every size.
+so the watch's share, which does not grow with nodes, stays the same at every size. The fabric gate is off
+unless ``--fabric`` (its own cost and growth are measured by benchmarks/fabric_bench.py).
 
 Needs a simulated cluster with at least the largest node count; another cluster prefix keeps it apart from the
 tests' (CLUSTERVAL_SIMCLUSTER_PREFIX=cvbench CLUSTERVAL_SIMCLUSTER_SUBNET=10.217.0.0/24 scripts/simcluster up
@@ -41,9 +42,10 @@ def inventory() -> tuple[str, list[str]]:
     return info["inventory"], sorted(info["hosts"], key=lambda name: int(name[4:]))
 
 
-def one_run(inventory_path: str, hosts: list[str]) -> dict:
+def one_run(inventory_path: str, hosts: list[str], fabric: bool) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="node-cost-"))
     extra = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts), "training_iterations": STEPS,
+             "fabric_enabled": fabric,
              "training_overrides_extra": {"config": {"container_config": {"env_dict": {
                  "CLUSTERVAL_SIM_STEP_SECONDS": STEP_SECONDS}}}}}
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
@@ -71,6 +73,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 6, 16])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--fabric", action="store_true",
+                        help="with the fabric gate (off by default: its own cost is in benchmarks/fabric_bench.py)")
     options = parser.parse_args()
     inventory_path, hosts = inventory()
     if max(options.nodes) > len(hosts):
@@ -78,7 +82,7 @@ def main() -> None:
     rows = []
     for dummy in range(options.repeat):
         for count in options.nodes:
-            rows.append(one_run(inventory_path, hosts[:count]))
+            rows.append(one_run(inventory_path, hosts[:count], options.fabric))
             row = rows[-1]
             print(f"{row['nodes']:>3} nodes: controller {row['cpu_s']:6.2f} CPU-s, wall {row['wall_s']:5.1f} s, "
                   f"training {row['training_s']:5.1f} s, {row['cpu_s'] / row['nodes']:.2f} CPU-s per node",

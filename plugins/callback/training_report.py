@@ -74,6 +74,7 @@ WATCH = "training_watch"
 ASSERT = "training_assert"
 RESULTS = "training_results"
 PLAN = "training_plan"
+CLEANUP = "training_cleanup"
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 # After Ctrl-C ansible-playbook stops within a second; past this it is stuck (see exit_if_stuck).
 INTERRUPT_GRACE_S = 15.0
@@ -237,6 +238,9 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         self.observe(result)
 
+    def v2_runner_on_unreachable(self, result: Any) -> None:
+        self.observe(result)
+
     def observe(self, result: Any) -> None:
         action = task_action(result)
         data = result_data(result)
@@ -260,16 +264,14 @@ class CallbackModule(CallbackBase):
 
     def observe_run(self, host: str, action: str, data: Dict[str, Any]) -> None:
         """The run id and lease timeout (for the interrupt line) and each node's teardown outcome."""
-        facts = data.get("ansible_facts") or {}
         if action.endswith(PLAN) and isinstance(data.get("plan"), dict):
             self.run_id = data["plan"].get("run_id") or self.run_id
             self.lease_timeout = data["plan"].get("lease_timeout", self.lease_timeout)
-        outcome = facts.get("teardown_outcome")
-        if isinstance(outcome, dict):
-            if outcome.get("ok") in (False, "False", "false"):
-                self.teardown_failures[host] = str(outcome.get("msg") or "%s teardown failed" % host)
-            else:
+        if action.endswith(CLEANUP):
+            if data.get("ok") is True:
                 self.teardown_failures.pop(host, None)
+            else:
+                self.teardown_failures[host] = str(data.get("msg") or "%s teardown failed" % host)
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if self.verdict is None and self.written is None and not self.teardown_failures:

@@ -1,6 +1,7 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Filter clusterval.training.supervisor: one node's supervisor files, container command and status mount."""
+"""Filters clusterval.training.supervisor (one node's supervisor files, container command and status mount),
+supervisors (every node's at once) and status_dir."""
 from __future__ import annotations
 
 import os
@@ -20,6 +21,14 @@ def supervisor(plan, host, settings):
         raise AnsibleFilterError("supervisor: %s: %s" % (host, exc)) from None
 
 
+def supervisors(plan, hosts, settings):
+    try:
+        return _run_ship.cluster_shipments(plan, {host: node_view(plan, host) for host in hosts}, settings,
+                                           MODULE_UTILS_DIR)
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        raise AnsibleFilterError("supervisors: %s" % exc) from None
+
+
 def status_dir(plan):
     try:
         return _run_ship.status_dir(plan["data_cache_dir"], plan["run_id"])
@@ -29,4 +38,4 @@ def status_dir(plan):
 
 class FilterModule:
     def filters(self):
-        return {"supervisor": supervisor, "status_dir": status_dir}
+        return {"supervisor": supervisor, "supervisors": supervisors, "status_dir": status_dir}

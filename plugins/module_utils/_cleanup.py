@@ -8,8 +8,11 @@ home directory that another cluster with the same node names may share: only thi
 cleared (``_runlock.same_cluster``), the others are left alone and named."""
 from __future__ import annotations
 
+import base64
+import gzip
 import os
 import shutil
+import stat
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
@@ -168,3 +171,57 @@ def summary(node: str, outcome: Mapping[str, Any], run_id: str) -> str:
     if not outcome["removed"]:
         return "%s teardown: nothing to remove (%s)%s" % (node, scope, others)
     return "%s teardown removed (%s): %s%s" % (node, scope, "; ".join(outcome["removed"]), others)
+
+
+def read_log(path: str, max_bytes: int) -> Dict[str, Any]:
+    """The training log for the controller's copy: {data (gzip, base64), size, kept} or {missing} or {error}.
+    A log longer than ``max_bytes`` keeps its end, where a failure is."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return {"error": "%s on the node is not a regular file" % path}
+        # Not blocking on a FIFO put there after the check.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                handle.seek(size - max_bytes)
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return {"missing": True}
+    except OSError as exc:
+        return {"error": "reading %s on the node: %s" % (path, exc.strerror or exc)}
+    return {"data": base64.b64encode(gzip.compress(data, 6)).decode("ascii"), "size": size, "kept": len(data)}
+
+
+def write_log_copy(log: Mapping[str, Any], copy: str) -> str:
+    """Writes a collected log (from read_log) to the controller's copy; returns why it was not, or ''."""
+    if log.get("missing"):
+        return ""
+    if log.get("error"):
+        return str(log["error"])
+    try:
+        data = gzip.decompress(base64.b64decode(log["data"]))
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        _atomic.write_bytes(copy, data, 0o644, None)
+    except OSError as exc:
+        return str(exc)
+    except (KeyError, ValueError) as exc:
+        return "the node's copy of the log could not be read back: %s" % exc
+    return ""
+
+
+def outcome_of(host: str, result: Mapping[str, Any], log_error: str) -> Dict[str, Any]:
+    """A node's teardown, as the run's reports read it: {ok, unreachable, removed, left_alone, log_error, msg}."""
+    unreachable = bool(result.get("unreachable"))
+    msg = str(result.get("msg") or "")
+    log = result.get("log") or {}
+    if log.get("kept", 0) < log.get("size", 0):
+        msg += "; the training log has %d bytes, its last %d collected" % (log["size"], log["kept"])
+    if unreachable:
+        msg = "%s teardown FAILED: unreachable, its containers may still run: %s" % (host, msg)
+    elif result.get("failed") and not msg.startswith(host + " teardown"):
+        msg = "%s teardown FAILED: %s" % (host, msg or "see above")
+    if log_error:
+        msg += "; training log not collected: %s" % log_error
+    return {"ok": not unreachable and not result.get("failed"), "unreachable": unreachable,
+            "removed": list(result.get("removed") or []), "left_alone": list(result.get("left_alone") or []),
+            "log_error": log_error, "msg": msg}

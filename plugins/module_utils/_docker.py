@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 ENDED = ("exited", "dead", "missing")
@@ -19,23 +19,28 @@ def docker_get(socket_path: str, path: str, timeout: float = 10.0) -> Tuple[int,
     return docker_request(socket_path, "GET", path, timeout)
 
 
-def docker_request(socket_path: str, method: str, path: str, timeout: float) -> Tuple[int, bytes]:
-    """(HTTP status, body) of one bodiless request over the daemon's unix socket."""
+def docker_request(socket_path: str, method: str, path: str, timeout: float,
+                   body: Optional[Mapping[str, Any]] = None) -> Tuple[int, bytes]:
+    """(HTTP status, body) of one request over the daemon's unix socket, with a JSON body if given."""
+    payload = b"" if body is None else json.dumps(body).encode("utf-8")
+    head = b"%s %s HTTP/1.0\r\nHost: docker\r\n" % (method.encode("ascii"), path.encode("ascii"))
+    if body is not None:
+        head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(payload)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         conn.connect(socket_path)
-        conn.sendall(b"%s %s HTTP/1.0\r\nHost: docker\r\n\r\n" % (method.encode("ascii"), path.encode("ascii")))
+        conn.sendall(head + b"\r\n" + payload)
         chunks = []
         while True:
             chunk = conn.recv(65536)
             if not chunk:
                 break
             chunks.append(chunk)
-    head, dummy, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    answer_head, dummy, answer = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line = answer_head.split(b"\r\n", 1)[0].decode("latin-1").split()
     if len(status_line) < 2 or not status_line[1].isdigit():
         raise ValueError("answered %r" % " ".join(status_line))
-    return int(status_line[1]), body
+    return int(status_line[1]), answer
 
 
 def container_state(socket_path: str, name: str) -> Dict[str, Any]:

@@ -244,6 +244,10 @@ def look_that_never_answered(look: Any) -> bool:
 
 
 def unanswered(host: str, look: Mapping[str, Any]) -> Dict[str, Any]:
+    timedout = look.get("timedout")
+    if isinstance(timedout, Mapping) and timedout.get("period"):
+        return {"unreachable": True, "failed": True, "reason": "unreachable",
+                "msg": f"{host}: no answer over SSH within {timedout['period']} s (the look's timeout)"}
     detail = as_text(look.get("msg") or "no answer").strip().splitlines()
     return {"unreachable": True, "failed": True, "reason": "unreachable",
             "msg": f"{host}: unreachable over SSH: {detail[0] if detail else 'no answer'}"}

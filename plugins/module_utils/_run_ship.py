@@ -8,7 +8,7 @@ import json
 import os
 import re
 import shlex
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
@@ -106,11 +106,14 @@ def imported_modules(source: str) -> List[str]:
     return names
 
 
-def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any]) -> List[Dict[str, str]]:
-    """The files the supervisor needs in the node run dir: its module_utils closure, a bootstrap, its config."""
+def supervisor_files(module_utils_dir: str, node_run_dir: str, config: Mapping[str, Any],
+                     sources: Optional[Mapping[str, str]] = None) -> List[Dict[str, str]]:
+    """The files the supervisor needs in the node run dir: its module_utils closure (``sources``, read once for
+    every node, or read here), a bootstrap, its config."""
     base = "%s/%s" % (node_run_dir, SUPERVISOR_DIR)
+    closure = module_closure(module_utils_dir) if sources is None else sources
     files = [{"path": "%s/%s/%s.py" % (base, PACKAGE_PATH, name), "mode": "0644", "content": source}
-             for name, source in sorted(module_closure(module_utils_dir).items())]
+             for name, source in sorted(closure.items())]
     files.append({"path": "%s/supervise.py" % base, "mode": "0644", "content": BOOTSTRAP})
     files.append({"path": "%s/config.json" % base, "mode": "0644", "content": json.dumps(config, indent=1)})
     files.append({"path": node_lease_path(node_run_dir), "mode": "0644",
@@ -152,15 +155,23 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
 
 
 def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Mapping[str, Any],
-                  module_utils_dir: str) -> Dict[str, Any]:
+                  module_utils_dir: str, sources: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """One node's supervisor files and directories, the container's command and the status mount
     (``node``: its part of the plan, ``_plan.node_view``)."""
     extra = dict(megatron_sizes(node)) if log_format(plan.get("framework")) == MEGATRON else {}
     if plan.get("warmup_steps") is not None:
         extra["warmup_steps"] = plan["warmup_steps"]
     config = supervisor_config(node, plan, dict(settings, parse_extra=extra))
-    files = supervisor_files(module_utils_dir, node["run_dir"], config)
+    files = supervisor_files(module_utils_dir, node["run_dir"], config, sources)
     status = config["status_dir"]
     return {"files": files, "directories": sorted({os.path.dirname(f["path"]) for f in files}),
             "command": supervised_command(node["run_dir"]), "status_dir": status,
             "volume": "%s:%s" % (status, status), "config": config}
+
+
+def cluster_shipments(plan: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any],
+                      module_utils_dir: str) -> Dict[str, Dict[str, Any]]:
+    """host -> its shipment, for every node at once (``nodes``: host -> its part of the plan). The supervisor's
+    sources are read once and shared by every node's file list."""
+    sources = module_closure(module_utils_dir)
+    return {host: node_shipment(plan, node, settings, module_utils_dir, sources) for host, node in nodes.items()}

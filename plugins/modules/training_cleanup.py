@@ -67,6 +67,34 @@ options:
         read, so that it reports the takeover instead of blaming a node for its vanished containers.
     type: dict
     version_added: 0.3.0
+  log_path:
+    description:
+      - The run's training log on the node, read after the containers are gone and returned to the action plugin,
+        which writes it to O(log_copy) on the controller, so that the log is collected in the same call as the teardown.
+      - Empty, or a O(log_copy) that exists already, collects nothing.
+    type: str
+    default: ""
+    version_added: 0.3.0
+  log_copy:
+    description: Where the action plugin writes the collected log on the controller (parents made).
+    type: path
+    version_added: 0.3.0
+  plan:
+    description:
+      - The run's plan (from M(clusterval.training.training_plan)); for a node of the plan and a O(run_id), the action
+        plugin takes O(run_dir), O(data_cache_dir) and O(log_path) from it.
+    type: dict
+    version_added: 0.3.0
+  collect_log:
+    description: With O(plan), whether to bring the node's training log back to O(log_copy).
+    type: bool
+    default: true
+    version_added: 0.3.0
+  log_max_bytes:
+    description: The most of the log collected; a longer log keeps its last O(log_max_bytes) bytes, and says so.
+    type: int
+    default: 268435456
+    version_added: 0.3.0
 extends_documentation_fragment:
   - clusterval.training.attributes
 attributes:
@@ -110,10 +138,29 @@ left_alone:
   elements: str
   sample: ["run 20261125T020000Z-1a2b3c-x (node1 at 10.218.0.11 from alice@login-b)"]
 msg:
-  description: One line for the node, C(nothing to remove) when nothing was there.
+  description:
+    - One line for the node, C(nothing to remove) when nothing was there; a log that could not be collected is
+      named after a semicolon. An unreachable node reads C(<node> teardown FAILED - unreachable, its containers may
+      still run).
   returned: always
   type: str
   sample: "node1 teardown: nothing to remove (any run)"
+ok:
+  description: Whether the teardown finished on the node (reached, its containers removed).
+  returned: always
+  type: bool
+unreachable:
+  description: Whether the node could not be reached (its containers may still run).
+  returned: always
+  type: bool
+log_error:
+  description: Why the training log was not collected (empty when it was, or when none was asked for).
+  returned: always
+  type: str
+log_bytes:
+  description: The size of the collected copy of the training log.
+  returned: when O(log_path) was collected
+  type: int
 """
 
 import socket
@@ -135,6 +182,11 @@ def main():
             address=dict(type="str", default=""),
             controller=dict(type="str", default=""),
             taken_over_by=dict(type="dict"),
+            plan=dict(type="dict"),
+            collect_log=dict(type="bool", default=True),
+            log_path=dict(type="str", default=""),
+            log_copy=dict(type="path"),
+            log_max_bytes=dict(type="int", default=256 * 1024 * 1024),
         ),
         supports_check_mode=True,
     )
@@ -147,6 +199,8 @@ def main():
     msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
                   runs=outcome["runs"], left_alone=outcome["left_alone"], msg=msg)
+    if params["log_path"]:
+        result["log"] = _cleanup.read_log(params["log_path"], params["log_max_bytes"])
     if outcome["error"]:
         module.fail_json(**result)
     module.exit_json(**result)

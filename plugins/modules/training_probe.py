@@ -21,6 +21,21 @@ description:
   - Never fails because a check failed; the caller judges RV(checks) after every node reported
     (the C(clusterval.training.preflight) role does).
 options:
+  plan:
+    description:
+      - The run's plan (from M(clusterval.training.training_plan)). With it the action plugin computes the node's
+        arguments (O(node), O(lock), O(image), O(devices), O(mounts), O(token_file), O(gpu_count), O(kernel_log),
+        O(rdma), O(rdma_ports), O(coordinator_port), O(disk_path), O(expected_log_mib), O(shm_size),
+        O(shared_marker)) from it and O(settings); arguments given in the task win.
+    type: dict
+    version_added: 0.3.0
+  settings:
+    description:
+      - With O(plan), the preflight role's settings, named as its variables without the C(preflight_) prefix
+        (C(controller), C(address), C(lock_take), C(takeover), C(gpu_count), C(rdma), C(shared_wait), ...); an
+        unset (null) setting takes what the plan gives.
+    type: dict
+    version_added: 0.3.0
   node:
     description:
       - The node's name in RV(lines) and in the node's run index (C(~/.cache/clusterval/runs/<run id>@<node>.json),
@@ -386,6 +401,8 @@ def marker_checks(marker):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            plan=dict(type="dict"),
+            settings=dict(type="dict"),
             node=dict(type="str", default=""),
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             devices=dict(type="list", elements="str", default=[]),

@@ -108,7 +108,9 @@ def test_teardown_by_run_id_leaves_another_runs_container(simcluster, nodes):
 
 def test_a_second_run_on_busy_nodes_is_refused_before_any_container_changes(simcluster, nodes, tmp_path):
     hosts = nodes[:2]
-    first = start_train(simcluster, tmp_path / "first", hosts, sim_env(STEP_SECONDS="1.5"))
+    # Long enough (12 steps of 5 s) that the first run still trains when the second, started on a loaded
+    # machine, reaches its preflight.
+    first = start_train(simcluster, tmp_path / "first", hosts, sim_env(STEP_SECONDS="5"))
     try:
         wait_for(lambda: all_running(simcluster, hosts), 120)
         before = {node: running(simcluster, node) for node in hosts}

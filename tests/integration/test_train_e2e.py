@@ -212,7 +212,10 @@ def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(si
     plan = json.loads((tmp_path / "plan.json").read_text())
     for rank, node in enumerate(nodes):
         container = shown[node]["msg"]["container"]
-        assert container["command"] == ["sh", node_view(plan, node)["run_dir"] + "/launch.sh"]
+        # What the container would run: the node's supervisor, which runs the plan's launch script.
+        assert container["command"][0] == "python3" and container["command"][-1].endswith("/config.json")
+        assert node_view(plan, node)["container"]["command"] == ["sh", node_view(plan, node)["run_dir"] + "/launch.sh"]
+        assert shown[node]["msg"]["launch"] == node_view(plan, node)["launch"]
         assert container["env"]["NODE_RANK"] == str(rank) and container["image"] == simcluster.image
     assert_no_training_container(simcluster, nodes)
     assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))

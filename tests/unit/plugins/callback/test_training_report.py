@@ -160,12 +160,25 @@ def test_a_failed_teardown_turns_a_pass_into_a_fail_naming_the_node(callback, tm
     plugin = callback()
     plugin.v2_runner_on_ok(result(ASSERT, passing_verdict(tmp_path)))
     outcome = {"ok": False, "unreachable": False, "removed": [], "msg": "node2 teardown FAILED: Docker daemon dead"}
-    plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"teardown_outcome": outcome}},
-                                  host="node2"))
-    plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"teardown_outcome": dict(
-        outcome, ok=True, msg="node1 teardown removed: container x")}}, host="node1"))
+    plugin.v2_runner_on_failed(result("clusterval.training.training_cleanup", dict(outcome, failed=True),
+                                      host="node2"))
+    plugin.v2_runner_on_ok(result("clusterval.training.training_cleanup", dict(
+        outcome, ok=True, msg="node1 teardown removed: container x"), host="node1"))
     plugin.v2_playbook_on_stats(None)
     assert "VERDICT: FAIL: teardown failed: node2 teardown FAILED: Docker daemon dead" in plugin._display.lines
+
+
+def test_an_unreachable_teardown_and_a_timed_out_one_are_failures(callback, tmp_path):
+    plugin = callback()
+    plugin.v2_runner_on_ok(result(ASSERT, passing_verdict(tmp_path)))
+    plugin.v2_runner_on_unreachable(result("clusterval.training.training_cleanup", {
+        "unreachable": True, "ok": False, "msg": "node2 teardown FAILED: unreachable, its containers may still run: "
+                                                 "ssh: connect to host node2 port 22: No route to host"}, host="node2"))
+    plugin.v2_runner_on_failed(result("clusterval.training.training_cleanup", {
+        "failed": True, "msg": "Task failed: Timed out after 120 second(s)."}, host="node3"))
+    plugin.v2_playbook_on_stats(None)
+    verdict = [line for line in plugin._display.lines if line.startswith("VERDICT: ")][-1]
+    assert "node2 teardown FAILED: unreachable" in verdict and "Timed out after 120" in verdict
 
 
 def test_a_pass_never_shows_when_a_host_failed_after_the_verdict(callback, tmp_path):

@@ -1,4 +1,6 @@
 """Teardown without a plan: the run's files go with its containers."""
+import os
+
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
 
 
@@ -163,3 +165,54 @@ def test_the_runs_of_the_nodes_own_containers_are_this_clusters_whatever_the_ind
     outcome = _cleanup.cleanup("unix:///nowhere.sock", node="node1", cluster=CLUSTER_A)
     assert outcome["runs"] == ["ra"] and outcome["left_alone"] == []
     assert not (cache / ".clusterval-status" / "ra").exists()
+
+
+def test_the_training_log_comes_back_whole_and_is_written_on_the_controller(tmp_path):
+    log = tmp_path / "node" / "training.log"
+    log.parent.mkdir()
+    log.write_bytes(b"completed step: 1, seconds: 0.5\n" * 1000)
+    read = _cleanup.read_log(str(log), 1 << 20)
+    copy = tmp_path / "run" / "logs" / "node1" / "training.log"
+    assert _cleanup.write_log_copy(read, str(copy)) == ""
+    assert copy.read_bytes() == log.read_bytes()
+    outcome = _cleanup.outcome_of("node1", {"msg": "node1 teardown removed: container c", "removed": ["c"],
+                                            "log": read}, "")
+    assert outcome == {"ok": True, "unreachable": False, "removed": ["c"], "left_alone": [], "log_error": "",
+                       "msg": "node1 teardown removed: container c"}
+
+
+def test_a_long_log_keeps_its_end_and_says_so(tmp_path):
+    log = tmp_path / "training.log"
+    log.write_bytes(b"a" * 100 + b"the failure\n")
+    read = _cleanup.read_log(str(log), 12)
+    copy = tmp_path / "copy.log"
+    assert _cleanup.write_log_copy(read, str(copy)) == ""
+    assert copy.read_bytes() == b"the failure\n"
+    msg = _cleanup.outcome_of("n1", {"msg": "n1 teardown removed: x", "log": read}, "")["msg"]
+    assert msg == "n1 teardown removed: x; the training log has 112 bytes, its last 12 collected"
+
+
+def test_a_missing_log_is_no_error_and_an_unwritable_copy_is_one(tmp_path):
+    assert _cleanup.read_log(str(tmp_path / "none.log"), 10) == {"missing": True}
+    assert _cleanup.write_log_copy({"missing": True}, str(tmp_path / "copy")) == ""
+    read = {"data": "H4sIAB8VCGsC/8vIBACsKpPYAgAAAA==", "size": 2, "kept": 2}
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the directory should be")
+    error = _cleanup.write_log_copy(read, str(blocked / "logs" / "training.log"))
+    assert "Not a directory" in error or "File exists" in error
+
+
+def test_an_unreachable_or_failed_teardown_names_the_node():
+    unreachable = _cleanup.outcome_of("node2", {"unreachable": True, "msg": "ssh: No route to host"}, "")
+    assert unreachable["ok"] is False and unreachable["unreachable"] is True
+    assert unreachable["msg"] == "node2 teardown FAILED: unreachable, its containers may still run: ssh: No route to host"
+    timed_out = _cleanup.outcome_of("node3", {"failed": True, "msg": "Timed out after 120 second(s)."}, "")
+    assert timed_out["ok"] is False and timed_out["msg"] == "node3 teardown FAILED: Timed out after 120 second(s)."
+    own = _cleanup.outcome_of("node4", {"failed": True, "msg": "node4 teardown FAILED (run r1): Docker daemon"}, "x")
+    assert own["msg"] == "node4 teardown FAILED (run r1): Docker daemon; training log not collected: x"
+
+
+def test_a_log_that_is_a_fifo_is_not_read_and_never_blocks(tmp_path):
+    fifo = tmp_path / "training.log"
+    os.mkfifo(fifo)
+    assert _cleanup.read_log(str(fifo), 1 << 20) == {"error": "%s on the node is not a regular file" % fifo}

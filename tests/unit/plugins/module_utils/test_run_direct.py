@@ -416,3 +416,12 @@ def test_a_look_that_never_answered_is_the_node_unreachable():
     assert _run_direct.unanswered("n2", timed_out) == {
         "unreachable": True, "failed": True, "reason": "unreachable",
         "msg": "n2: unreachable over SSH: The task timed out after 40 seconds."}
+
+
+def test_a_look_the_task_timeout_stopped_says_so():
+    # As ansible-core 2.19 registers a task its `timeout` stopped (failed_when does not apply to it).
+    stopped = {"changed": False, "failed": True, "msg": "Task failed: Timed out after 40 second(s).",
+               "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.",
+                            "period": 40}}
+    assert _run_direct.look_that_never_answered(stopped)
+    assert _run_direct.unanswered("n2", stopped)["msg"] == "n2: no answer over SSH within 40 s (the look's timeout)"

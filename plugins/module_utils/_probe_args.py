@@ -1,0 +1,110 @@
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The preflight probe's arguments for one node, from the plan and the role's settings, on the controller.
+
+Computed here once per node instead of through a chain of role variables: every Jinja expression a task
+evaluates is compiled again in each host's worker, and at hundreds of nodes that is most of the controller's
+cost of a run."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Mapping
+
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+
+MARKER_PREFIX = ".clusterval-preflight-"
+
+
+def marker_writer(plan: Mapping[str, Any]) -> str:
+    """The first node of the plan writes the shared-cache marker (stable, unlike the play's hosts after a
+    failure)."""
+    return str(next(iter(plan["nodes"])))
+
+
+def setting(settings: Mapping[str, Any], key: str, derived: Any) -> Any:
+    """The role's setting, or what the plan gives when it is unset (None)."""
+    value = settings.get(key)
+    return derived if value is None else value
+
+
+def data_cache_dir(plan: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    return str(setting(settings, "data_cache_dir", plan.get("data_cache_dir") or ""))
+
+
+def marker_path(plan: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    return "%s/%s%s" % (data_cache_dir(plan, settings), MARKER_PREFIX, plan["run_id"])
+
+
+def checks_shared_cache(plan: Mapping[str, Any], settings: Mapping[str, Any], play_hosts: int) -> bool:
+    return bool(setting(settings, "check_shared_cache", True) and data_cache_dir(plan, settings)
+                and plan.get("mode") == "multi_node" and play_hosts > 1)
+
+
+def expected_log_mib(plan: Mapping[str, Any], settings: Mapping[str, Any]) -> int:
+    steps = int(plan.get("total_steps") or 0)
+    return int(math.ceil(float(settings.get("log_base_mib", 64)) + steps * float(settings.get("log_kib_per_step", 4))
+                         / 1024.0))
+
+
+def uses_rdma(plan: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
+    paths = list(container.get("devices") or []) + list(container.get("volumes") or [])
+    return plan.get("mode") == "multi_node" and any("/dev/infiniband" in path for path in paths)
+
+
+def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], play_hosts: int,
+               check_mode: bool) -> Dict[str, Any]:
+    """The training_probe module's arguments for ``host``. ``settings`` holds the role's knobs (the preflight
+    role's variables without their prefix)."""
+    node = node_view(plan, host)
+    container = node.get("container") or {}
+    rdma = bool(setting(settings, "rdma", uses_rdma(plan, container)))
+    args: Dict[str, Any] = {
+        "node": host,
+        "lock": {"run_id": plan["run_id"], "run_dir": node["run_dir"], "data_cache_dir": data_cache_dir(plan, settings),
+                 "controller": settings.get("controller") or "?", "address": settings.get("address") or host,
+                 "take": bool(setting(settings, "lock_take", not check_mode)),
+                 "takeover": bool(setting(settings, "takeover", False)),
+                 "stale_after": float(settings.get("lock_stale_s", 1800))},
+        "docker_socket": settings.get("docker_socket") or "/var/run/docker.sock",
+        "image": container.get("image"),
+        "devices": list(container.get("devices") or []),
+        "mounts": [volume.split(":")[0] for volume in container.get("volumes") or []
+                   if volume.split(":")[0] not in (node.get("directories") or [])],
+        "token_required": not bool(setting(settings, "mock_data", plan.get("mock_data", True))),
+        "gpu_arch": settings.get("gpu_arch") or plan.get("gpu_arch"),
+        "gpu_tools": list(settings.get("gpu_tools") or []),
+        "gpu_arch_map": dict(settings.get("gpu_arch_map") or {}),
+        "disk_path": node["run_dir"],
+        "min_free_mib": int(settings.get("min_free_mib", 1024)),
+        "expected_log_mib": expected_log_mib(plan, settings),
+        "shm_size": container.get("shm_size"),
+        "rdma": rdma,
+    }
+    if plan.get("gpu_vendor"):
+        args["gpu_vendor"] = plan["gpu_vendor"]
+    gpu_count = int(setting(settings, "gpu_count", plan.get("gpus_per_node") or 0))
+    if gpu_count > 0:
+        args["gpu_count"] = gpu_count
+    token = settings.get("hf_token_file")
+    token = node.get("hf_token_file") if token is None else token
+    # In check mode a handed-over token is not copied, so not looked for.
+    if token and not (check_mode and settings.get("hf_token_handed")):
+        args["token_file"] = token
+    if setting(settings, "check_gpu_errors", True):
+        args["kernel_log"] = {"command": list(settings.get("kernel_log_command") or ["dmesg"]),
+                              "patterns": list(settings.get("gpu_error_patterns") or [])}
+        if settings.get("ras_root"):
+            args["ras_root"] = settings["ras_root"]
+    if setting(settings, "rdma_ports", rdma):
+        args["rdma_ports"] = {"sysfs": settings.get("rdma_sysfs") or "/sys/class/infiniband",
+                              "min_rate_gbps": float(settings.get("rdma_rate_gbps") or 0)}
+    if setting(settings, "check_coordinator_port", True) and int(node.get("node_rank") or 0) == 0 \
+            and int(node.get("nnodes") or 1) > 1:
+        args["coordinator_port"] = node.get("coordinator_port")
+    if checks_shared_cache(plan, settings, play_hosts):
+        writer = marker_writer(plan)
+        args["shared_marker"] = {"path": marker_path(plan, settings), "token": "%s:%s" % (plan["run_id"], writer),
+                                 "writer": writer, "wait": float(setting(settings, "shared_wait", 30)),
+                                 "mode": "write" if host == writer else "read"}
+    return args
+

@@ -1,0 +1,172 @@
+#!/usr/bin/python
+# Copyright: clusterval.training contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: training_container
+short_description: Write a run's files on a node and start its training container, in one call
+version_added: 0.3.0
+description:
+  - Makes the run's directories and writes its files (the launch script, the framework's config, the supervisor's
+    files), then starts the training container through the Docker Engine API on the node's unix socket.
+  - A container of the same name created from the same spec (its digest is kept as the label
+    C(clusterval.container_digest)) is left running, or started again when it stopped; any other is removed and
+    replaced, as M(community.docker.docker_container) does with strict comparisons.
+  - One module call per node, with the standard library only, because at hundreds of nodes every task costs seconds
+    of controller time; the node needs no Docker SDK.
+  - The action plugin builds O(spec) from the plan on the controller; this module runs on the node.
+options:
+  plan:
+    description:
+      - The run's plan (from M(clusterval.training.training_plan)); defaults to the fact C(training_plan). The action
+        plugin builds O(spec) from the node's part of it, and adds the plan's directories and files of the node to
+        O(directories) and O(files).
+    type: dict
+  spec_overrides:
+    description: Keys merged over the plan's container spec (C(env) key by key), for instance C(capabilities), C(groups).
+    type: dict
+    default: {}
+  command:
+    description: The container's command (argv); empty keeps the plan's (the launch script).
+    type: list
+    elements: str
+    default: []
+  extra_volumes:
+    description: Volumes (C(host:container)) beside the plan's, such as the run's shared status directory.
+    type: list
+    elements: str
+    default: []
+  hf_token_file:
+    description: The HF token file on the node, mounted read-only; defaults to the plan's C(hf_token_file); empty mounts none.
+    type: str
+  hf_token_present:
+    description: Whether the HF token file exists on the node (a bind mount of a missing file fails the start).
+    type: bool
+    default: true
+  plan_files:
+    description: Write the plan's directories and files of the node (the launch script, the framework's config) too.
+    type: bool
+    default: true
+  docker_host:
+    description: The Docker daemon on the node, as C(unix:///path) or a socket path.
+    type: str
+    default: unix:///var/run/docker.sock
+  spec:
+    description:
+      - The container spec, built by the action plugin (the plan's, with the overrides); not given by hand. Its keys
+        are C(name), C(image), C(command), C(env), C(labels), C(devices), C(device_requests), C(volumes), C(mounts),
+        C(groups), C(capabilities), C(security_opts), C(ulimits), C(shm_size), C(network_mode), C(ipc_mode),
+        C(privileged).
+    type: dict
+  stop_timeout:
+    description: Seconds Docker waits for the container to stop before killing it (also when it is replaced).
+    type: int
+    default: 10
+  timeout:
+    description: Seconds to wait for each answer of the Docker daemon.
+    type: float
+    default: 60
+  directories:
+    description: Directories to create first (mode C(0755)), parents included.
+    type: list
+    elements: path
+    default: []
+  files:
+    description: Files to write first; each has C(path), C(content) and C(mode) (octal string, default C(0644)).
+    type: list
+    elements: dict
+    default: []
+  owner:
+    description: User owning the directories and files; empty keeps the connecting user.
+    type: str
+extends_documentation_fragment:
+  - clusterval.training.attributes
+attributes:
+  check_mode:
+    support: full
+seealso:
+  - module: clusterval.training.training_files
+  - module: community.docker.docker_container
+"""
+
+EXAMPLES = r"""
+# Through the action plugin, which builds the spec from the plan (as the container role does):
+- name: The training container, with the run's files
+  clusterval.training.training_container:
+    plan: "{{ training_plan }}"
+    spec_overrides: {capabilities: [], groups: []}
+"""
+
+RETURN = r"""
+action:
+  description: C(unchanged) (the same container running), C(started) (the same one, stopped before), C(created)
+    or C(replaced) (another container of that name removed first).
+  returned: success
+  type: str
+  sample: created
+container_id:
+  description: The container's id.
+  returned: success, except in check mode for a new container
+  type: str
+changed_paths:
+  description: The directories and files that were created or changed (or would be, in check mode).
+  returned: success
+  type: list
+  elements: str
+container:
+  description: The container spec that was started (returned by the action plugin).
+  returned: success
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.clusterval.training.plugins.module_utils import _container
+from ansible_collections.clusterval.training.plugins.module_utils._files import ensure_all
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            spec=dict(type="dict"),
+            plan=dict(type="dict"),
+            spec_overrides=dict(type="dict", default={}),
+            command=dict(type="list", elements="str", default=[]),
+            extra_volumes=dict(type="list", elements="str", default=[]),
+            hf_token_file=dict(type="str"),
+            hf_token_present=dict(type="bool", default=True),
+            plan_files=dict(type="bool", default=True),
+            stop_timeout=dict(type="int", default=10),
+            timeout=dict(type="float", default=60.0),
+            directories=dict(type="list", elements="path", default=[]),
+            files=dict(type="list", elements="dict", default=[]),
+            owner=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    spec = params["spec"]
+    if not isinstance(spec, dict):
+        module.fail_json(msg="spec: the action plugin builds it from the plan; run the module as a task, with plan")
+    for key in ("name", "image"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            module.fail_json(msg="spec.%s: expected a non-empty string, found %r" % (key, spec.get(key)))
+    for index, item in enumerate(params["files"]):
+        if not isinstance(item.get("path"), str) or not isinstance(item.get("content"), str):
+            module.fail_json(msg="files[%d]: expected path and content strings, found %r" % (index, sorted(item)))
+    socket_path = params["docker_host"][len("unix://"):] if params["docker_host"].startswith("unix://") \
+        else params["docker_host"]
+    try:
+        changed_paths = ensure_all(params["directories"], params["files"], params["owner"], module.check_mode)
+        body = _container.create_body(spec, params["stop_timeout"])
+        started = _container.ensure_started(socket_path, spec["name"], body, module.check_mode, params["timeout"])
+    except (OSError, ValueError, _container.DockerError) as exc:
+        module.fail_json(msg="%s: %s" % (spec["name"], exc))
+    module.exit_json(changed=bool(changed_paths) or started["changed"], action=started["action"],
+                     container_id=started["id"], changed_paths=changed_paths)
+
+
+if __name__ == "__main__":
+    main()

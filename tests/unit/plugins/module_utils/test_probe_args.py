@@ -1,0 +1,63 @@
+"""The preflight probe's arguments for a node, computed from the plan and the role's settings."""
+from __future__ import annotations
+
+from ansible_collections.clusterval.training.plugins.module_utils._probe_args import probe_args
+
+
+def plan(mode="multi_node", devices=("/dev/kfd", "/dev/dri"), cache="/shared/cache"):
+    def node(rank):
+        return {"run_dir": "/home/a/LOGS/r1", "node_rank": rank, "nnodes": 2, "coordinator_port": 12345,
+                "directories": ["/home/a/LOGS/r1"], "hf_token_file": "/home/a/.hf_token",
+                "container": {"image": "rocm/jax:1", "devices": list(devices), "shm_size": "64G",
+                              "volumes": ["/home/a/LOGS/r1:/home/a/LOGS/r1", "/data:/data"]}}
+    return {"run_id": "r1", "mode": mode, "data_cache_dir": cache, "gpu_arch": "MI300X", "gpus_per_node": 8,
+            "mock_data": True, "total_steps": 1024, "nodes": {"node1": node(0), "node2": node(1)}}
+
+
+def test_the_first_node_writes_the_marker_checks_the_port_and_takes_the_lock():
+    args = probe_args(plan(), "node1", {"controller": "alice@login", "address": "10.0.0.1"}, 2, check_mode=False)
+    assert args["lock"] == {"run_id": "r1", "run_dir": "/home/a/LOGS/r1", "data_cache_dir": "/shared/cache",
+                            "controller": "alice@login", "address": "10.0.0.1", "take": True, "takeover": False,
+                            "stale_after": 1800.0}
+    assert args["shared_marker"] == {"path": "/shared/cache/.clusterval-preflight-r1", "token": "r1:node1",
+                                     "writer": "node1", "wait": 30.0, "mode": "write"}
+    assert args["coordinator_port"] == 12345 and args["gpu_count"] == 8 and args["gpu_arch"] == "MI300X"
+    assert args["mounts"] == ["/data"], "the run directory is made by the run; /data must exist"
+    assert args["expected_log_mib"] == 68 and args["token_required"] is False
+    assert args["token_file"] == "/home/a/.hf_token" and args["rdma"] is False and "rdma_ports" not in args
+
+
+def test_the_other_nodes_read_the_marker_and_leave_the_port_alone():
+    args = probe_args(plan(), "node2", {}, 2, check_mode=True)
+    assert args["shared_marker"]["mode"] == "read" and "coordinator_port" not in args
+    assert args["lock"]["take"] is False, "check mode takes no lock"
+
+
+def test_rdma_follows_the_containers_infiniband_devices_unless_set():
+    args = probe_args(plan(devices=("/dev/kfd", "/dev/infiniband")), "node1", {"rdma_rate_gbps": 400}, 2, False)
+    assert args["rdma"] is True and args["rdma_ports"] == {"sysfs": "/sys/class/infiniband", "min_rate_gbps": 400.0}
+    off = probe_args(plan(devices=("/dev/infiniband",)), "node1", {"rdma": False}, 2, False)
+    assert off["rdma"] is False and "rdma_ports" not in off
+
+
+def test_settings_override_what_the_plan_gives():
+    args = probe_args(plan(), "node1", {"gpu_count": 4, "gpu_arch": "MI325X", "mock_data": False, "lock_take": False,
+                                        "check_coordinator_port": False, "check_gpu_errors": False,
+                                        "hf_token_file": "/tmp/token", "data_cache_dir": ""}, 2, False)
+    assert args["gpu_count"] == 4 and args["gpu_arch"] == "MI325X" and args["token_required"] is True
+    assert args["lock"]["take"] is False and "coordinator_port" not in args and "kernel_log" not in args
+    assert args["token_file"] == "/tmp/token" and "shared_marker" not in args
+    assert "gpu_count" not in probe_args(plan(), "node1", {"gpu_count": 0}, 2, False), "0 skips the count"
+
+
+def test_a_single_node_or_single_host_run_checks_no_shared_cache_and_a_handed_token_is_not_sought_in_check_mode():
+    assert "shared_marker" not in probe_args(plan(mode="single_node"), "node1", {}, 2, False)
+    assert "shared_marker" not in probe_args(plan(), "node1", {}, 1, False)
+    assert "token_file" not in probe_args(plan(), "node1", {"hf_token_handed": True}, 2, check_mode=True)
+
+
+def test_the_planned_gpu_vendor_reaches_the_probe():
+    nvidia = dict(plan(devices=()), gpu_vendor="nvidia", gpu_arch="h100")
+    args = probe_args(nvidia, "node1", {}, 2, False)
+    assert args["gpu_vendor"] == "nvidia" and args["gpu_arch"] == "h100" and args["devices"] == []
+    assert "gpu_vendor" not in probe_args(plan(), "node1", {}, 2, False)
