@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import analyse, failure_headline
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import evaluate, failure_line, make_check
@@ -116,11 +117,32 @@ def verdict(plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]], straggler_pc
 
 
 def headline(outcome: Mapping[str, Any], analysis: Mapping[str, Any]) -> Optional[str]:
-    """The culprit's line on a node failure; PASS with what was not judged; else None (the renderers
-    derive it from the first failed check)."""
+    """The culprit's line on a node failure; PASS with what was not judged; else the failed checks'."""
     if outcome["verdict"] == "PASS":
         return pass_headline(outcome["unjudged"])
-    return failure_headline(analysis)
+    return failure_headline(analysis) or checks_headline(outcome["checks"])
+
+
+def checks_headline(checks: List[Mapping[str, Any]]) -> Optional[str]:
+    """The first failed check, with the nodes where it failed. The same check failed on every node singles out
+    none of them: ``FAIL: threshold tokens_per_sec_per_gpu failed on all 4 nodes alike (node1: ...); no node
+    stands out``; on some nodes, they are named by their own figures."""
+    failed = [c for c in checks if c.get("status") == "fail"]
+    if not failed:
+        return None
+    first = failed[0]
+    alike = [c for c in failed if (c.get("check"), c.get("metric")) == (first.get("check"), first.get("metric"))]
+    subjects = {c.get("node") for c in checks}
+    nodes = [str(c.get("node")) for c in alike]
+    what = " ".join(str(part) for part in (first.get("check"), first.get("metric")) if part)
+    if len(subjects) > 1 and set(nodes) == subjects:
+        text = "FAIL: %s failed on all %d nodes alike (%s); no node stands out" % (what, len(nodes), failure_line(first))
+    elif len(nodes) > 1:
+        text = "FAIL: %s failed on %s (%s)" % (what, compact_hosts(nodes, 60), failure_line(first))
+    else:
+        text = "FAIL: %s" % failure_line(first)
+    others = len(failed) - len(alike)
+    return text + (" (%d other failed check%s)" % (others, "" if others == 1 else "s") if others else "")
 
 
 def undetermined_reason(outcome: Mapping[str, Any]) -> Optional[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_fold, _verdict
+from ansible_collections.clusterval.training.plugins.module_utils._metrics import make_check
 
 FINAL = 5
 
@@ -137,8 +138,20 @@ def test_a_judged_slow_cluster_fails_without_culprit_line():
     threshold = {"metric": "tokens_per_sec_per_gpu", "kind": "min", "value": 5000.0, "set": True}
     nodes = {h: healthy() for h in ("node1", "node2")}
     outcome = _verdict.verdict(plan([threshold], hosts=("node1", "node2")), nodes)
-    assert outcome["verdict"] == "FAIL" and outcome["culprit"] is None and outcome["headline"] is None
+    assert outcome["verdict"] == "FAIL" and outcome["culprit"] is None
+    assert outcome["headline"].startswith("FAIL: threshold tokens_per_sec_per_gpu failed on all 2 nodes alike (node1: ")
+    assert outcome["headline"].endswith("; no node stands out")
     assert outcome["judged"] == ["tokens_per_sec_per_gpu"]
+
+
+def test_a_check_failed_on_some_nodes_names_them_by_their_own_figures():
+    checks = [make_check(n, "threshold", "fail" if n in ("node2", "node3") else "pass", "tokens_per_sec_per_gpu",
+                         5000.0, 10.0, "tokens_per_sec_per_gpu 10.0 < 5000.0") for n in ("node1", "node2", "node3")]
+    checks.append(make_check("node3", "loss", "fail", "loss", None, None, "loss is NaN at step 7"))
+    assert _verdict.checks_headline(checks) == (
+        "FAIL: threshold tokens_per_sec_per_gpu failed on node[2-3] (node2: tokens_per_sec_per_gpu 10.0 < 5000.0) "
+        "(1 other failed check)")
+    assert _verdict.checks_headline(checks[:1] + checks[2:3]) == "FAIL: node3: tokens_per_sec_per_gpu 10.0 < 5000.0"
 
 
 def test_isolation_is_recommended_when_no_node_stands_out_or_every_node_is_slow():
