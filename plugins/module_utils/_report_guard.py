@@ -22,7 +22,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
-    INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, run_watch_dir, stage_of_task)
+    INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, run_watch_dir, stage_of_task)
 
 GUARD_FILE = "guard.json"
 GUARD_LOG = "guard.log"
@@ -48,7 +48,7 @@ def mark(run_dir: str, run_id: str, name: str, data: Mapping[str, Any]) -> None:
 def spawn(plan: Mapping[str, Any], run_dir: str, controller_pid: int, collection_paths: Sequence[str],
           python: str = sys.executable) -> Optional[int]:
     """Start the run's guard unless it has one; returns its pid (None when one was there already)."""
-    run_id = str(plan.get("run_id") or "run")
+    run_id, run_dir = str(plan.get("run_id") or "run"), os.path.abspath(os.path.expanduser(run_dir))
     directory = run_watch_dir(run_dir, run_id)
     os.makedirs(directory, exist_ok=True)
     try:
@@ -98,7 +98,14 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
     run_id = str(plan.get("run_id") or "run")
     if not os.path.exists(os.path.join(run_watch_dir(run_dir, run_id), "run.json")):
         return None
-    concluded = _run_watch.conclude(run_dir, run_id, list(plan.get("nodes") or {}))
+    directory = run_watch_dir(run_dir, run_id)
+    memory = _atomic.read_json(os.path.join(directory, "run.json"))
+    hosts = list(plan.get("nodes") or {})
+    if isinstance(memory, dict) and isinstance(memory.get("states"), dict) and not any(
+            os.path.exists(_run_watch.state_path(directory, host)) for host in hosts):
+        # The watch was stopped between two polls: its states as it would have saved them at its end.
+        _run_watch.save_states(directory, memory["states"], memory)
+    concluded = _run_watch.conclude(run_dir, run_id, hosts)
     states = concluded.pop("states")
     outcome = _verdict.verdict(plan, states, 10.0, int(plan.get("warmup_steps") or 3), False, concluded)
     outcome.update({key: plan.get(key) for key in ("run_id", "config_name", "framework", "model", "gpu_arch", "mode",
@@ -126,6 +133,7 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     directory = run_watch_dir(run_dir, run_id)
     if os.path.exists(os.path.join(directory, REPORTED_FILE)):
         return None
+    keep_earlier_run(run_dir, run_id)
     interrupted = _atomic.read_json(os.path.join(directory, INTERRUPT_FILE))
     interrupted = interrupted if isinstance(interrupted, dict) else {}
     signal_name = str(interrupted.get("signal") or "") or "ended without its reports: killed, or lost"

@@ -109,6 +109,10 @@ dl.facts dt{color:#59636e}dl.facts dd{margin:0;overflow-wrap:anywhere}
 .drill .state{font-size:12px;border-radius:8px;padding:0 6px;background:#eaeef2}
 .drill .state.culprit,.drill .state.fail{background:#ffebe9;color:#cf222e}
 .drill ul{margin:4px 0;padding-left:18px}.drill dl.facts{font-size:13px}
+.stages{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0;padding:0;list-style:none}
+.stages li{border:1px solid #d0d7de;border-radius:4px;padding:4px 8px;font-size:13px;min-width:118px}
+.stages li b{display:block}.stages .ok{background:#dafbe1}.stages .failed{background:#ffebe9;border:2px solid #cf222e}
+.stages .interrupted{background:#fff8c5;border:2px solid #9a6700}.stages .not_reached,.stages .skipped{color:#59636e}
 """
 
 
@@ -167,7 +171,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
         "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
         "facts": run_facts(document, shown), "every": every_check_of(document),
-        "fabric": fabric_view(document.get("fabric")),
+        "fabric": fabric_view(document.get("fabric")), "stages": stages_of(document),
     }
     return environment().get_template("report.html.j2").render(cleaned(context))
 
@@ -207,6 +211,24 @@ def stop_of(document: Mapping[str, Any], shown: View) -> Optional[Dict[str, Any]
         if isinstance(stop.get(key), list) and stop[key]:
             hosts.append((label, compact_hosts([str(h) for h in stop[key]], 400)))
     return {"stage": stop.get("stage"), "lines": lines, "hosts": hosts, "before_training": not has_steps(document)}
+
+
+STAGE_MARKS = {"ok": "\u2713", "failed": "\u2715", "interrupted": "\u23f8", "not reached": "\u2013", "skipped": "\u2013"}
+
+
+def stages_of(document: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The run's stages in order with their outcome and, where known, when they started and ended (UTC)."""
+    rows = []
+    for stage in document.get("stages") or []:
+        if not isinstance(stage, dict):
+            continue
+        outcome = str(stage.get("outcome") or "")
+        start, end = stage.get("start"), stage.get("end")
+        took = "%ds" % round(end - start) if is_finite_number(start) and is_finite_number(end) and end >= start else ""
+        rows.append({"stage": stage.get("stage"), "outcome": outcome, "mark": STAGE_MARKS.get(outcome, ""),
+                     "css": outcome.replace(" ", "_"), "start": utc_time(start) or "", "end": utc_time(end) or "",
+                     "took": took})
+    return rows
 
 
 def has_steps(document: Mapping[str, Any]) -> bool:

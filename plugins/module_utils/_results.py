@@ -266,9 +266,11 @@ def known_times(run_dir: str, plan: Mapping[str, Any]) -> Dict[str, Optional[flo
 def started_hosts(run_dir: str, plan: Mapping[str, Any]) -> List[str]:
     """The nodes whose training started: their rank's start or a step is in the watch's state of the node."""
     directory = run_watch_dir(run_dir, str(plan.get("run_id") or "run"))
+    memory = _atomic.read_json(os.path.join(directory, "run.json"))
+    states = memory.get("states") if isinstance(memory, dict) and isinstance(memory.get("states"), dict) else {}
     found = []
     for host in plan.get("nodes") or {}:
-        state = _atomic.read_json(os.path.join(directory, "%s.json" % host))
+        state = _atomic.read_json(os.path.join(directory, "%s.json" % host)) or states.get(host)
         if isinstance(state, dict) and (state.get("rank_started_at") is not None or state.get("last_step") is not None):
             found.append(str(host))
     return found
