@@ -163,6 +163,7 @@ class CallbackModule(CallbackBase):
         self.teardown_failures: Dict[str, str] = {}
         self.run_dir: Optional[str] = None
         self.given_run_dir: Optional[str] = None
+        self.stop_shown = False
         self.task_name = ""
         self.playbook = ""
         self.install_interrupt_handlers()
@@ -290,6 +291,13 @@ class CallbackModule(CallbackBase):
         elif action.endswith(RESULTS) and "paths" in data:
             self.written = data
             self.report_paths = dict(data["paths"])
+            if self.verdict is None and data.get("verdict_lines") and not self.stop_shown:
+                # A run that stopped before its verdict: where, and the nodes that stopped it.
+                self.stop_shown = True
+                self._display.banner("TRAINING VERDICT")
+                self._display.display("\n".join(line for line in data["verdict_lines"]
+                                                 if not line.startswith(("results.json: ", "junit.xml: ",
+                                                                         "report.html: "))))
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         try:

@@ -137,7 +137,8 @@ def nodes_summary(latest: Mapping[str, Mapping[str, Any]], width: int = WIDTH) -
 
 def failure_line(failure: Mapping[str, Any], width: int = WIDTH) -> str:
     """A node's failure as the watch reports it, once, while the others are still being watched."""
-    host, msg = str(failure.get("host") or "?"), str(failure.get("msg") or failure.get("reason") or "failed")
+    host = str(failure.get("host") or "?")
+    msg = str(failure.get("msg") or failure.get("text") or failure.get("reason") or "failed")
     return fits("FAILED " + (msg if msg.startswith(host) else "%s: %s" % (host, msg)), width)
 
 

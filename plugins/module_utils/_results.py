@@ -56,6 +56,8 @@ TASK_STAGES = {"preflight": "preflight", "fabric": "fabric", "node prep": "node 
                "container": "container start", "train": "training", "results": "verdict", "teardown": "teardown"}
 # The train role's tasks that ship the supervisor run before node preparation.
 SHIP_TASKS = ("Train | What runs each rank", "Train | The run's status directory")
+# The results role's tasks that record the plan run while the framework starts.
+RECORD_TASKS = ("Results | Keep earlier runs apart", "Results | Run directory and plan.json")
 ECHO = re.compile(r"^stopped because another node failed")
 INTERRUPTED = "interrupted"
 
@@ -63,11 +65,17 @@ INTERRUPTED = "interrupted"
 def stage_of_task(name: Any) -> Optional[str]:
     """The stage of a task of train.yml, from its name's prefix (``Role | what``); None when unknown."""
     text = str(name or "").strip()
+    role = ""
+    if " : " in text:  # as a callback sees it: "clusterval.training.container : Container | ..."
+        role, text = (part.strip() for part in text.split(" : ", 1))
+        role = role.rsplit(".", 1)[-1].replace("_", " ")
     if not text:
         return None
-    if text.startswith(SHIP_TASKS):
+    if text.startswith(SHIP_TASKS) or "arg spec 'ship'" in text:
         return "node preparation"
-    prefix = text.split("|", 1)[0].strip().lower() if "|" in text else ""
+    if text.startswith(RECORD_TASKS) or "arg spec 'plan_json'" in text:
+        return "training"  # the plan is recorded while the framework starts
+    prefix = text.split("|", 1)[0].strip().lower() if "|" in text else role
     return TASK_STAGES.get(prefix, "plan" if text.startswith("Plan the run") else None)
 
 
@@ -112,7 +120,7 @@ def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Opti
     else:
         gone = [h for h in left_the_play(planned, hosts) if h not in own]
     lines = ["%s: unreachable (out of the play before the run's end: no answer over SSH)" % h for h in gone]
-    lines += [own[h]["msg"] if own[h]["msg"].startswith(h) else "%s: %s" % (h, own[h]["msg"])
+    lines += [own[h]["msg"] if names(own[h]["msg"], h) else "%s: %s" % (h, own[h]["msg"])
               for h in sorted(own, key=natural_key)]
     where = stage or stage_from_records(hosts, own)
     culprits = sorted(set(gone) | set(own), key=natural_key)
@@ -130,6 +138,11 @@ def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Opti
     never = [h for h in planned if h not in set(started)]
     return {"stage": where or "an unknown stage", "cause": cause, "hosts": culprits, "never_started": never,
             "lines": lines, "interrupted": interrupted}
+
+
+def names(text: str, host: str) -> bool:
+    """Whether a message names the host already (``preflight failed on node2: ...``)."""
+    return re.search(r"(?<![\w.-])%s(?![\w-])" % re.escape(host), text) is not None
 
 
 def stage_from_records(hosts: Mapping[str, Any], own: Mapping[str, Mapping[str, str]]) -> Optional[str]:
@@ -175,7 +188,9 @@ def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: 
               "teardown": now if teardown is not None else None, "reports": now}
     rows = []
     for position, name in enumerate(STAGES):
-        if name in ("teardown", "reports"):
+        if name == stopped_at and name in ("teardown", "reports"):
+            outcome = INTERRUPTED if (stop or {}).get("interrupted") else "failed"
+        elif name in ("teardown", "reports"):
             outcome = "failed" if name == "teardown" and teardown_failed else (
                 "ok" if name == "reports" or teardown is not None else "not reached")
         elif index is None:
