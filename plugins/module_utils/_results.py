@@ -36,7 +36,7 @@ def stopped_outcome(plan: Mapping[str, Any], reason: str, stop: Optional[Mapping
     if stop:
         lead = "FAIL: stopped in %s: %s" % (stop.get("stage") or "an unknown stage", stop.get("cause") or reason.strip())
         failures = unique_lines([str(stop.get("cause") or "")] + [str(line) for line in stop.get("lines") or []]
-                                + [reason.strip()])
+                                + ([] if ECHO.search(reason) else [reason.strip()]))
     outcome.update(verdict="FAIL", headline=lead, failures=[line for line in failures if line],
                    checks=[], culprit=None, consequences=[], judged=[], unjudged=[],
                    summary={"nodes": {}, "cluster": {}}, series={}, simulated=bool(plan.get("simulated")))

@@ -48,7 +48,8 @@ def echoes(hosts, reached="preflight"):
 
 def test_a_node_unreachable_in_preflight_is_named_in_all_three_reports(tmp_path):
     hosts = echoes(["node1", "node2", "node4"])  # node3: no record at all, it left the play
-    written = write(tmp_path, hosts)
+    teardown = {"node1": {"ok": True}, "node2": {"ok": True}, "node3": {}, "node4": {"ok": True}}
+    written = write(tmp_path, hosts, teardown=teardown)
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["verdict"] == "FAIL"
     assert document["headline"].startswith("FAIL: stopped in preflight: node3: unreachable")
@@ -62,6 +63,7 @@ def test_a_node_unreachable_in_preflight_is_named_in_all_three_reports(tmp_path)
     assert "No check failed" not in html
     assert "node3: unreachable" in html and "The run stopped in preflight" in html
     assert '<li class="failed"><b>\u2715 preflight</b>failed' in html
+    assert "see above" not in html and "teardown</dt><dd>not run (the node left the play): node3" in html
     assert '<li class="not_reached"><b>\u2013 training</b>not reached' in html
     assert written["document"]["stop"] == document["stop"]
 
