@@ -59,8 +59,8 @@ class ActionModule(ActionBase):
         result.update(changed=bool(written["paths"]), paths=written["paths"], verdict=document["verdict"],
                       headline=document["headline"], controller_faults=document["controller_faults"],
                       simulated=bool(document.get("simulated")),
-                      verdict_lines=verdict_lines(document) + ["%s: %s" % (name, path)
-                                                              for name, path in sorted(written["paths"].items())])
+                      verdict_lines=verdict_lines(document) + [
+                          "%s: %s" % (name, path) for name, path in sorted(written["paths"].items())])
         if written["error"]:
             kept = ", ".join(sorted(written["paths"])) or "nothing"
             result.update(failed=True, msg="%s (kept: %s)" % (written["error"], kept))

@@ -295,9 +295,8 @@ class CallbackModule(CallbackBase):
                 # A run that stopped before its verdict: where, and the nodes that stopped it.
                 self.stop_shown = True
                 self._display.banner("TRAINING VERDICT")
-                self._display.display("\n".join(line for line in data["verdict_lines"]
-                                                 if not line.startswith(("results.json: ", "junit.xml: ",
-                                                                         "report.html: "))))
+                paths = ("results.json: ", "junit.xml: ", "report.html: ")
+                self._display.display("\n".join(line for line in data["verdict_lines"] if not line.startswith(paths)))
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         try:

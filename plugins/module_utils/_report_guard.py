@@ -108,8 +108,8 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
     concluded = _run_watch.conclude(run_dir, run_id, hosts)
     states = concluded.pop("states")
     outcome = _verdict.verdict(plan, states, 10.0, int(plan.get("warmup_steps") or 3), False, concluded)
-    outcome.update({key: plan.get(key) for key in ("run_id", "config_name", "framework", "model", "gpu_arch", "mode",
-                                                    "final_step", "total_steps")})
+    keys = ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps")
+    outcome.update({key: plan.get(key) for key in keys})
     return outcome
 
 
@@ -146,10 +146,10 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     stage = stopped_stage(run_dir, run_id, interrupted)
     stop, stages = stop_and_stages(plan, run_dir, verdict is not None, None, {}, None, None,
                                    interrupted=signal_name, stage=stage)
-    stop = dict(stop or {}, cause="the controller (ansible-playbook, pid %s) %s in %s; the nodes stop their jobs "
-                                 "themselves within the lease timeout" % (
-                                     guard.get("controller_pid"), "was interrupted (%s)" % interrupted["signal"]
-                                     if interrupted.get("signal") else signal_name, stage))
+    how = "was interrupted (%s)" % interrupted["signal"] if interrupted.get("signal") else signal_name
+    cause = "the controller (ansible-playbook, pid %s) %s in %s; the nodes stop their jobs themselves within the " \
+        "lease timeout" % (guard.get("controller_pid"), how, stage)
+    stop = dict(stop or {}, cause=cause)
     return reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
 
 

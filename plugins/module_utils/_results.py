@@ -98,8 +98,8 @@ REACHED_STAGES = {"plan": "preflight", "preflight": "preflight", "fabric": "node
 def left_the_play(planned: Sequence[str], hosts: Mapping[str, Any]) -> List[str]:
     """The planned nodes with no record at all while others have one: the rescue never ran on them, because
     they became unreachable (Ansible takes an unreachable node out of the play, rescue and always included)."""
-    recorded = {h for h, info in hosts.items() if isinstance(info, dict) and any(info.get(k) for k in
-                                                                                  ("task", "msg", "reached"))}
+    recorded = {h for h, info in hosts.items()
+                if isinstance(info, dict) and any(info.get(k) for k in ("task", "msg", "reached"))}
     return [h for h in planned if recorded and h not in recorded]
 
 
@@ -147,8 +147,8 @@ def names(text: str, host: str) -> bool:
 
 def stage_from_records(hosts: Mapping[str, Any], own: Mapping[str, Mapping[str, str]]) -> Optional[str]:
     """The stage of the nodes' own failed tasks; else, how far the other nodes got when they were stopped."""
-    tasks = [info["task"] for info in own.values()] or [str((info or {}).get("task") or "")
-                                                         for info in hosts.values() if isinstance(info, dict)]
+    tasks = [info["task"] for info in own.values()] or [
+        str((info or {}).get("task") or "") for info in hosts.values() if isinstance(info, dict)]
     stages = [s for s in (stage_of_task(t) for t in tasks) if s]
     if not stages:
         stages = [REACHED_STAGES[str(info.get("reached"))] for info in hosts.values()
@@ -261,6 +261,10 @@ REPORTED_FILE = "reported.json"   # written with the run's final reports: the gu
 INTERRUPT_FILE = "interrupted.json"  # the signal that stopped the controller (the callback writes it)
 
 
+def number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def run_watch_dir(run_dir: str, run_id: str) -> str:
     return os.path.join(run_dir, WATCH_DIR, run_id)
 
@@ -271,7 +275,6 @@ def known_times(run_dir: str, plan: Mapping[str, Any]) -> Dict[str, Optional[flo
     memory = _atomic.read_json(os.path.join(directory, "run.json"))
     memory = memory if isinstance(memory, dict) else {}
     launched = _atomic.read_json(os.path.join(directory, LAUNCHED_FILE))
-    number = (lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
     return {"planned": epoch_of_run_id(plan.get("run_id")),
             "launched": number((launched or {}).get("time")) if isinstance(launched, dict) else None,
             "watch_started": number(memory.get("started_at")), "watch_ended": number(memory.get("last_poll_at")),

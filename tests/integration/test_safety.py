@@ -237,7 +237,7 @@ def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tm
     assert f"ansible-playbook -i {simcluster.inventory} clusterval.training.teardown " in output
     # Every stop is reported: the run's guard wrote the three reports after the controller ended, then exited.
     watch = tmp_path / "watch" / run_id
-    wait_for(lambda: (watch / "reported.json").exists(), 30)
+    wait_for((watch / "reported.json").exists, 30)
     document = json.loads((tmp_path / "results.json").read_text())
     stage = "training" if when is interrupted_while_watched else "container start"
     assert document["verdict"] == "FAIL" and document["stop"]["interrupted"] == signal.Signals(signum).name

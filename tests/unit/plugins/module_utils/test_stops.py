@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _console, _report, _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
 REPO = Path(__file__).resolve().parents[4]
@@ -78,8 +78,8 @@ def test_a_node_whose_container_did_not_start_is_the_one_named_not_the_echoes(tm
                                     "no space left on device")
     assert document["stop"]["hosts"] == ["node2"]
     stages = {s["stage"]: s["outcome"] for s in document["stages"]}
-    assert (stages["node preparation"], stages["container start"], stages["training"]) == ("ok", "failed",
-                                                                                            "not reached")
+    got = (stages["node preparation"], stages["container start"], stages["training"])
+    assert got == ("ok", "failed", "not reached")
     lines = _console.verdict_lines(document)
     assert "stopped in container start:" in lines
     assert "  training never started on 4 nodes: node[1-4]" in lines
@@ -181,7 +181,8 @@ def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tm
     finally:
         controller.send_signal(signal.SIGKILL)
         controller.wait()
-    assert wait_for(lambda: (tmp_path / "watch" / PLAN["run_id"] / _results.REPORTED_FILE).exists(), 30), \
+    reported = tmp_path / "watch" / PLAN["run_id"] / _results.REPORTED_FILE
+    assert wait_for(reported.exists, 30), \
         (tmp_path / "watch" / PLAN["run_id"] / "guard.log").read_text()
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["verdict"] == "FAIL" and document["stop"]["never_started"] == HOSTS
