@@ -54,8 +54,11 @@ class ActionModule(ActionBase):
                                args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
         document = written["document"]
         if args["teardown"] is not None and written["paths"].get("results.json"):
-            # The run's final reports: its guard has nothing left to do.
-            _report_guard.mark(run_dir, run_id, _results.REPORTED_FILE, {"time": time.time(), "by": "playbook"})
+            # The run's final reports: its guard has nothing left to do (it also sees results.json's teardown).
+            try:
+                _report_guard.mark(run_dir, run_id, _results.REPORTED_FILE, {"time": time.time(), "by": "playbook"})
+            except OSError:
+                pass
         result.update(changed=bool(written["paths"]), paths=written["paths"], verdict=document["verdict"],
                       headline=document["headline"], controller_faults=document["controller_faults"],
                       simulated=bool(document.get("simulated")),
@@ -70,10 +73,17 @@ class ActionModule(ActionBase):
 
     def start(self, result, plan, run_dir, run_id, controller, launched):
         """The nodes' containers started: an earlier run's files apart, the launch marked, the guard started."""
-        moved = _results.keep_earlier_run(run_dir, run_id)
-        if launched:
-            _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
-        guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
+        moved = guard = None
+        try:
+            moved = _results.keep_earlier_run(run_dir, run_id)
+            if launched:
+                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
+            guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
+        except OSError as exc:
+            # Never the run's failure: the reports are written at its end as always, only an interrupt goes unreported.
+            result.update(changed=moved is not None, earlier_run=moved, guard=None,
+                          msg="reports not guarded against an interrupt: %s" % exc)
+            return result
         result.update(changed=moved is not None or guard is not None, earlier_run=moved, guard=guard,
                       msg="reports guarded%s" % (" (an earlier run's files moved to %s)" % moved if moved else ""))
         return result

@@ -133,6 +133,9 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     directory = run_watch_dir(run_dir, run_id)
     if os.path.exists(os.path.join(directory, REPORTED_FILE)):
         return None
+    written = _atomic.read_json(os.path.join(run_dir, "results.json"))
+    if isinstance(written, dict) and written.get("run_id") == run_id and written.get("teardown") is not None:
+        return None  # the final reports (with the teardown), their marker not written (a full disk)
     keep_earlier_run(run_dir, run_id)
     interrupted = _atomic.read_json(os.path.join(directory, INTERRUPT_FILE))
     interrupted = interrupted if isinstance(interrupted, dict) else {}
