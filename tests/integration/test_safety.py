@@ -280,6 +280,8 @@ def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simclus
     simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
     try:
         started = time.monotonic()
+        # ~50 s: the fixture's teardown left an SSH ControlMaster to the lost node, which gives up only after
+        # ServerAliveInterval x ServerAliveCountMax (ansible.cfg); a fresh connection would time out in 10 s.
         proc = run_train(simcluster, JAX_MULTI, tmp_path, hosts)
         elapsed = time.monotonic() - started
     finally:
