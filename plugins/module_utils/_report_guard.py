@@ -25,7 +25,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._results impor
     INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, run_watch_dir, stage_of_task)
 
 GUARD_FILE = "guard.json"
-GUARD_LOG = "guard.log"
+GUARD_LOG = "guard.out"  # its stderr (not a .log: the training logs are the run's .log files)
 POLL_S = 0.5
 # The guard never outlives this (a controller that never ends: the run's deadline is far shorter).
 MAX_WAIT_S = 7 * 24 * 3600.0

@@ -183,7 +183,7 @@ def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tm
         controller.wait()
     reported = tmp_path / "watch" / PLAN["run_id"] / _results.REPORTED_FILE
     assert wait_for(reported.exists, 30), \
-        (tmp_path / "watch" / PLAN["run_id"] / "guard.log").read_text()
+        (tmp_path / "watch" / PLAN["run_id"] / "guard.out").read_text()
     document = json.loads((tmp_path / "results.json").read_text())
     assert document["verdict"] == "FAIL" and document["stop"]["never_started"] == HOSTS
     if interrupted:
