@@ -1,10 +1,20 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Controller-side report writer: results.json, junit.xml and report.html of a run, on every path."""
+"""Controller-side report writer: results.json, junit.xml and report.html of a run, on every path.
+
+With ``start``, writes no report: it keeps an earlier run's files apart in a reused run directory, marks the
+nodes' launch and starts the run's guard (``_report_guard``), which writes the reports if the controller stops
+before it does (Ctrl-C, SIGTERM, kill)."""
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+import os
+import time
 
+from ansible.plugins.action import ActionBase
+from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+from ansible_collections.clusterval.training.plugins.module_utils import _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
 ARGUMENT_SPEC = dict(
@@ -15,6 +25,12 @@ ARGUMENT_SPEC = dict(
     teardown=dict(type="dict"),
     seconds=dict(type="float"),
     fabric=dict(type="dict"),
+    failed_tasks=dict(type="dict"),
+    failures=dict(type="dict"),
+    reached=dict(type="dict"),
+    start=dict(type="bool", default=False),
+    launched=dict(type="bool", default=True),
+    controller=dict(type="int"),
 )
 
 
@@ -26,15 +42,48 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        written = reported_run(args["plan"], args["run_dir"], args["verdict"], args["stop_reason"], args["teardown"],
-                               args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None)
+        plan, run_dir = args["plan"], args["run_dir"]
+        run_id = str(plan.get("run_id") or "run")
+        if args["start"]:
+            return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"])
+        judged = bool(args["verdict"] and args["verdict"].get("verdict"))
+        stop, stages = _results.stop_and_stages(
+            plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
+            None, args["teardown"], fabric_ran=bool(args["fabric"]))
+        written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
+                               args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
         document = written["document"]
+        if args["teardown"] is not None and written["paths"].get("results.json"):
+            # The run's final reports: its guard has nothing left to do (it also sees results.json's teardown).
+            try:
+                _report_guard.mark(run_dir, run_id, _results.REPORTED_FILE, {"time": time.time(), "by": "playbook"})
+            except OSError:
+                pass
         result.update(changed=bool(written["paths"]), paths=written["paths"], verdict=document["verdict"],
                       headline=document["headline"], controller_faults=document["controller_faults"],
-                      simulated=bool(document.get("simulated")))
+                      simulated=bool(document.get("simulated")),
+                      verdict_lines=verdict_lines(document) + [
+                          "%s: %s" % (name, path) for name, path in sorted(written["paths"].items())])
         if written["error"]:
             kept = ", ".join(sorted(written["paths"])) or "nothing"
             result.update(failed=True, msg="%s (kept: %s)" % (written["error"], kept))
         else:
             result["msg"] = "%s: %s" % (document["headline"], ", ".join(sorted(written["paths"].values())))
+        return result
+
+    def start(self, result, plan, run_dir, run_id, controller, launched):
+        """The nodes' containers started: an earlier run's files apart, the launch marked, the guard started."""
+        moved = guard = None
+        try:
+            moved = _results.keep_earlier_run(run_dir, run_id)
+            if launched:
+                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
+            guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
+        except OSError as exc:
+            # Never the run's failure: the reports are written at its end as always, only an interrupt goes unreported.
+            result.update(changed=moved is not None, earlier_run=moved, guard=None,
+                          msg="reports not guarded against an interrupt: %s" % exc)
+            return result
+        result.update(changed=moved is not None or guard is not None, earlier_run=moved, guard=guard,
+                      msg="reports guarded%s" % (" (an earlier run's files moved to %s)" % moved if moved else ""))
         return result

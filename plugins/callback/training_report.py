@@ -54,6 +54,7 @@ options:
 """
 
 import datetime
+import json
 import os
 import signal
 import threading
@@ -63,11 +64,14 @@ from typing import Any, Dict, List, Optional, Set
 from ansible import context
 
 from ansible.plugins.callback import CallbackBase
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from ansible_collections.clusterval.training.plugins.module_utils._console import (
     cluster_line, failure_line, is_cluster_progress, node_line, nodes_summary, verdict_lines)
 from ansible_collections.clusterval.training.plugins.module_utils._report import results_document
+from ansible_collections.clusterval.training.plugins.module_utils._report_guard import spawn
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
+from ansible_collections.clusterval.training.plugins.module_utils._results import INTERRUPT_FILE, run_watch_dir
 from ansible_collections.clusterval.training.plugins.module_utils._stopping import final_verdict, interrupt_line
 
 WATCH = "training_watch"
@@ -158,6 +162,11 @@ class CallbackModule(CallbackBase):
         self.run_id: Optional[str] = None
         self.lease_timeout: Optional[object] = None
         self.teardown_failures: Dict[str, str] = {}
+        self.run_dir: Optional[str] = None
+        self.given_run_dir: Optional[str] = None
+        self.stop_shown = False
+        self.task_name = ""
+        self.playbook = ""
         self.install_interrupt_handlers()
 
     # -- interrupts (Ctrl-C, AWX cancel) ----------------------------------------------------------------
@@ -180,6 +189,7 @@ class CallbackModule(CallbackBase):
             line = interrupt_line(signal.Signals(signum).name, self.run_id, inventories(), self.lease_timeout)
             # Display takes locks: a signal handler writes directly.
             os.write(2, ("\n%s\n" % line).encode("utf-8", "replace"))
+            self.record_interrupt(signal.Signals(signum).name)
         if signum == signal.SIGINT and os.getpid() == self.main_pid:
             exit_if_stuck(self.interrupt_grace_s)
         previous = self.previous_handlers.get(signum)
@@ -192,6 +202,37 @@ class CallbackModule(CallbackBase):
         else:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+    def record_interrupt(self, name: str) -> None:
+        """For the run's guard, which writes the reports: the signal and the task it came in (one small file)."""
+        if not self.run_dir or not self.run_id:
+            return
+        path = os.path.join(run_watch_dir(self.run_dir, self.run_id), INTERRUPT_FILE)
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError:
+            return  # a second signal, or no watch directory: the guard says "ended without its reports"
+        try:
+            os.write(descriptor, json.dumps({"signal": name, "task": self.task_name, "time": time.time()}).encode())
+        finally:
+            os.close(descriptor)
+
+    def v2_playbook_on_start(self, playbook: Any) -> None:
+        self.playbook = os.path.basename(str(getattr(playbook, "_file_name", "") or ""))
+
+    def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
+        self.task_name = str(task.get_name() or "")
+
+    def guard(self, data: Dict[str, Any]) -> None:
+        """train.yml: the run's guard from its plan on, so that an interrupt in preflight is reported too."""
+        check = bool((getattr(context, "CLIARGS", None) or {}).get("check"))
+        if self.playbook != "train.yml" or check or not data.get("run_dir") or not data.get("controller_pid"):
+            return
+        try:
+            spawn(data["plan"], str(self.run_dir), int(data["controller_pid"]),
+                  AnsibleCollectionConfig.collection_paths)
+        except OSError as exc:
+            self._display.warning("clusterval: the run's report guard did not start: %s" % exc)
 
     # -- progress ---------------------------------------------------------------------------------------
 
@@ -254,6 +295,12 @@ class CallbackModule(CallbackBase):
         elif action.endswith(RESULTS) and "paths" in data:
             self.written = data
             self.report_paths = dict(data["paths"])
+            if self.verdict is None and data.get("verdict_lines") and not self.stop_shown:
+                # A run that stopped before its verdict: where, and the nodes that stopped it.
+                self.stop_shown = True
+                self._display.banner("TRAINING VERDICT")
+                paths = ("results.json: ", "junit.xml: ", "report.html: ")
+                self._display.display("\n".join(line for line in data["verdict_lines"] if not line.startswith(paths)))
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         try:
@@ -261,12 +308,16 @@ class CallbackModule(CallbackBase):
         except AttributeError:
             return
         self.lease_timeout = extra.get("train_lease_timeout", self.lease_timeout)
+        given = extra.get("training_run_dir")
+        self.given_run_dir = str(given) if isinstance(given, str) and "{" not in given else None
 
     def observe_run(self, host: str, action: str, data: Dict[str, Any]) -> None:
         """The run id and lease timeout (for the interrupt line) and each node's teardown outcome."""
         if action.endswith(PLAN) and isinstance(data.get("plan"), dict):
             self.run_id = data["plan"].get("run_id") or self.run_id
             self.lease_timeout = data["plan"].get("lease_timeout", self.lease_timeout)
+            self.run_dir = self.given_run_dir or data.get("run_dir") or self.run_dir
+            self.guard(data)
         if action.endswith(CLEANUP):
             if data.get("ok") is True:
                 self.teardown_failures.pop(host, None)

@@ -137,7 +137,8 @@ def nodes_summary(latest: Mapping[str, Mapping[str, Any]], width: int = WIDTH) -
 
 def failure_line(failure: Mapping[str, Any], width: int = WIDTH) -> str:
     """A node's failure as the watch reports it, once, while the others are still being watched."""
-    host, msg = str(failure.get("host") or "?"), str(failure.get("msg") or failure.get("reason") or "failed")
+    host = str(failure.get("host") or "?")
+    msg = str(failure.get("msg") or failure.get("text") or failure.get("reason") or "failed")
     return fits("FAILED " + (msg if msg.startswith(host) else "%s: %s" % (host, msg)), width)
 
 
@@ -163,6 +164,7 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
     lines = wrapped(shown.headline + (" (SIMULATED)" if shown.simulated else ""), width, "", HEADLINE_LINES, "  ")
     if shown.realism:
         lines.extend(wrapped(realism_sentence(shown.realism), width, "  ", REALISM_LINES, "  "))
+    lines.extend(stop_lines(document, width))
     if shown.culprit:
         lines.extend(culprit_lines(shown, width))
     lines.extend(advice_lines(document, width))
@@ -186,6 +188,26 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         lines.extend(fits("  %s: %s" % (u.get("metric"), u.get("reason") or "no threshold"), width)
                      for u in shown.unjudged if u.get("metric") not in listed)
     lines.extend(cell_lines(document, width))
+    return lines
+
+
+STOP_LINES_MAX = 6
+
+
+def stop_lines(document: Mapping[str, Any], width: int) -> List[str]:
+    """A run that stopped early: where, each node that stopped it (the first few), the nodes that never started."""
+    stop = document.get("stop")
+    if not isinstance(stop, dict):
+        return []
+    lines = ["stopped in %s:" % (stop.get("stage") or "an unknown stage")]
+    own = [str(line) for line in stop.get("lines") or []]
+    lines.extend(fits("  " + line, width) for line in own[:STOP_LINES_MAX])
+    if len(own) > STOP_LINES_MAX:
+        lines.append("  ... and %d more (results.json: stop.lines)" % (len(own) - STOP_LINES_MAX))
+    never = [str(h) for h in stop.get("never_started") or []]
+    if never:
+        lines.append(fits("  training never started on %d node%s: %s" % (
+            len(never), "" if len(never) == 1 else "s", compact_hosts(never, width)), width))
     return lines
 
 
@@ -254,3 +276,17 @@ def is_cluster_progress(result: Mapping[str, Any]) -> bool:
     """Whether a watch result is the cluster-wide shape (contract 6) rather than one node's."""
     progress = result.get("progress")
     return isinstance(progress, dict) and is_finite_number(progress.get("nodes"))
+
+
+# The collection's callback, which prints the progress and the verdict itself when it is enabled.
+REPORT_CALLBACK = "clusterval.training.training_report"
+
+
+def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH) -> List[str]:
+    """What the watch task prints itself at each poll when the training_report callback is not enabled (an
+    installed collection run with Ansible's defaults): the cluster line, and at the last poll the node failures
+    (the first five). Nothing when the callback prints them."""
+    if REPORT_CALLBACK in callbacks_enabled or not is_cluster_progress(result):
+        return []
+    failures = [failure_line(f, width) for f in (result.get("failures") or [])[:5]] if result.get("done") else []
+    return ["clusterval: " + cluster_line(result, width - 12)] + failures

@@ -151,9 +151,12 @@ def with_faults(outcome: Mapping[str, Any], faults: Sequence[str], log_lines: Se
 
 def reported_run(plan: Mapping[str, Any], run_dir: str, verdict: Optional[Mapping[str, Any]],
                  stop_reason: Optional[str], teardown: Optional[Mapping[str, Any]],
-                 seconds: Optional[float] = None, extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                 seconds: Optional[float] = None, extra: Optional[Mapping[str, Any]] = None,
+                 stop: Optional[Mapping[str, Any]] = None, stages: Optional[List[Dict[str, Any]]] = None
+                 ) -> Dict[str, Any]:
     """Write the run's reports: {document, paths (those written), error (the controller fault, or None)}.
-    ``extra``: more sections of the document (the fabric gate's).
+    ``extra``: more sections of the document (the fabric gate's); ``stop``, ``stages``: where the run stopped
+    and its timeline (``_results.stop_and_stages``).
 
     The document is the verdict's (or a stop's) with each node's teardown and the controller's faults; when
     the reports themselves cannot all be written, that fault is added and results.json rewritten, if it was
@@ -163,7 +166,7 @@ def reported_run(plan: Mapping[str, Any], run_dir: str, verdict: Optional[Mappin
         teardown = {host: dict(outcome or {}, log_copy=logs[host]["copy"]) if host in logs else outcome
                     for host, outcome in teardown.items()}
     judged = bool(verdict and verdict.get("verdict"))
-    base = dict(document_of(plan, verdict, stop_reason, teardown, run_dir), **(extra or {}))
+    base = dict(document_of(plan, verdict, stop_reason, teardown, run_dir, stop, stages), **(extra or {}))
     stopped = not judged and bool(faults_in_text(run_dir, stop_reason or ""))
     faults = controller_faults(run_dir, stop_reason, logs)
     document = with_faults(base, faults, log_failures(logs), stopped)

@@ -137,7 +137,9 @@ def stop_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
         if stop.get(key):
             lines.insert(0, str(stop[key]))
     name = "stopped in %s" % stage if stage else "stopped before the verdict"
-    return Case("run", name, "error", shown.headline, "\n".join(unique_lines(lines)), "stop")
+    culprits = [str(h) for h in stop.get("hosts") or []]
+    classname = compact_hosts(culprits, 400) if culprits else "run"
+    return Case(classname, name, "error", shown.headline, "\n".join(unique_lines(lines)), "stop")
 
 
 def unique_lines(lines: Sequence[str]) -> List[str]:

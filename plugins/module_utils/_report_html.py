@@ -109,6 +109,10 @@ dl.facts dt{color:#59636e}dl.facts dd{margin:0;overflow-wrap:anywhere}
 .drill .state{font-size:12px;border-radius:8px;padding:0 6px;background:#eaeef2}
 .drill .state.culprit,.drill .state.fail{background:#ffebe9;color:#cf222e}
 .drill ul{margin:4px 0;padding-left:18px}.drill dl.facts{font-size:13px}
+.stages{display:flex;flex-wrap:wrap;gap:4px;margin:8px 0;padding:0;list-style:none}
+.stages li{border:1px solid #d0d7de;border-radius:4px;padding:4px 6px;font-size:12.5px;flex:1 1 0;min-width:104px}
+.stages li b{display:block}.stages .ok{background:#dafbe1}.stages .failed{background:#ffebe9;border:2px solid #cf222e}
+.stages .interrupted{background:#fff8c5;border:2px solid #9a6700}.stages .not_reached,.stages .skipped{color:#59636e}
 """
 
 
@@ -167,7 +171,7 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
         "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
         "facts": run_facts(document, shown), "every": every_check_of(document),
-        "fabric": fabric_view(document.get("fabric")),
+        "fabric": fabric_view(document.get("fabric")), "stages": stages_of(document),
     }
     return environment().get_template("report.html.j2").render(cleaned(context))
 
@@ -201,12 +205,37 @@ def stop_of(document: Mapping[str, Any], shown: View) -> Optional[Dict[str, Any]
         return None
     stop = document.get("stop") if isinstance(document.get("stop"), dict) else {}
     lines = [str(stop[key]) for key in ("cause", "reason") if stop.get(key)]
-    lines += [str(line) for line in document.get("failures") or [] if str(line) not in lines]
+    lines += [str(line) for line in stop.get("lines") or [] if str(line) not in lines]
+    if not shown.subjects:  # no check judged anything: the failures are all there is (a judged run has its table)
+        lines += [str(line) for line in document.get("failures") or [] if str(line) not in lines]
     hosts = []
     for key, label in (("hosts", "nodes"), ("nodes", "nodes"), ("never_started", "nodes that never started")):
         if isinstance(stop.get(key), list) and stop[key]:
             hosts.append((label, compact_hosts([str(h) for h in stop[key]], 400)))
     return {"stage": stop.get("stage"), "lines": lines, "hosts": hosts, "before_training": not has_steps(document)}
+
+
+STAGE_MARKS = {"ok": "\u2713", "failed": "\u2715", "interrupted": "\u25a0", "not reached": "\u2013", "skipped": "\u2013"}
+
+
+def stages_of(document: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The run's stages in order with their outcome and, where known, when they started and ended (UTC)."""
+    rows = []
+    for stage in document.get("stages") or []:
+        if not isinstance(stage, dict):
+            continue
+        outcome = str(stage.get("outcome") or "")
+        start, end = stage.get("start"), stage.get("end")
+        took = "%ds" % round(end - start) if is_finite_number(start) and is_finite_number(end) and end >= start else ""
+        rows.append({"stage": stage.get("stage"), "outcome": outcome, "mark": STAGE_MARKS.get(outcome, ""),
+                     "css": outcome.replace(" ", "_"), "start": clock(start), "end": clock(end), "took": took})
+    return rows
+
+
+def clock(epoch: Any) -> str:
+    """HH:MM:SS UTC (the day is the run's, in the run's facts); empty when not known."""
+    text = utc_time(epoch)
+    return text[11:] if text else ""
 
 
 def has_steps(document: Mapping[str, Any]) -> bool:
@@ -786,7 +815,9 @@ def teardown_text(teardown: Any) -> Optional[str]:
     groups: Dict[str, List[str]] = {}
     for host, outcome in teardown.items():
         if isinstance(outcome, dict):
-            status = str(outcome.get("status") or ("failed" if outcome.get("failed") else "ok"))
+            status = str(outcome.get("status") or (
+                "not run (the node left the play)" if not outcome else "unreachable" if outcome.get("unreachable")
+                else "failed" if outcome.get("failed") or outcome.get("ok") is False else "ok"))
         else:
             status = str(outcome)
         groups.setdefault(status, []).append(str(host))

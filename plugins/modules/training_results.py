@@ -22,6 +22,13 @@ description:
     room for results.json, the run's older report.html, junit.xml and results.json are removed to make room rather
     than left contradicting it. An incomplete copy of a node's log is removed when empty, else renamed
     C(training.log.partial). The task fails, after writing what it could, when a file could not be written.
+  - A run that stopped before its verdict gets the document's C(stop) (the stage, the nodes that stopped it, the
+    nodes whose training never started) from O(failed_tasks), O(failures) and O(reached), and every document its
+    stage timeline C(stages) (C(docs/results.md), "Every stop is reported").
+  - With O(start), no report is written; an earlier run's files in a reused O(run_dir) move to
+    C(previous/<its run id>/), the nodes' launch is marked (O(launched)), and the run's guard starts - a process in
+    its own session that writes the reports when the controller's process ends before the run's final reports
+    (Ctrl-C, SIGTERM, kill), then exits.
   - The collection's reports never depend on a callback being enabled; the C(clusterval.training.training_report)
     callback only prints.
   - Runs on the controller; use it with C(run_once).
@@ -53,6 +60,30 @@ options:
       - The fabric gate's verdict (the C(clusterval.training.fabric) role's C(fabric_result)); written as the
         document's C(fabric) section and, in the HTML, as the node-by-node bandwidth matrix of the measured pairs.
     type: dict
+  failed_tasks:
+    description: Host -> the name of the task that failed on it (C(train.yml)'s rescue); gives the stage of a stop.
+    type: dict
+    version_added: 0.1.0
+  failures:
+    description: Host -> its own failure message (C(train.yml)'s rescue); another node's echo is left out.
+    type: dict
+    version_added: 0.1.0
+  reached:
+    description:
+      - Host -> how far it got when the run failed (V(plan), V(preflight), V(fabric), V(shipped), V(training)); gives
+        the stage when no node failed on its own. A planned node without any record left the play (unreachable).
+    type: dict
+    version_added: 0.1.0
+  start:
+    description: Start of the run (see above) instead of writing the reports.
+    type: bool
+    default: false
+    version_added: 0.1.0
+  launched:
+    description: With O(start), whether every node's container was started (the timeline's end of C(container start)).
+    type: bool
+    default: true
+    version_added: 0.1.0
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -103,6 +134,22 @@ controller_faults:
   type: list
   elements: str
   sample: ["controller: cannot write the run directory /home/alice/runs/r1: No space left on device"]
+verdict_lines:
+  description: The verdict block as the console prints it, then one line per report's path.
+  returned: when the reports were written
+  type: list
+  elements: str
+  sample: ["FAIL: stopped in preflight: node3: unreachable (...)", "stopped in preflight:", "results.json: /runs/r1/results.json"]
+earlier_run:
+  description: With O(start), where an earlier run's files were moved; null when there were none.
+  returned: with O(start)
+  type: str
+  sample: /home/alice/runs/mine/previous/20261121T101500Z-1a2b3c-config
+guard:
+  description: With O(start), the pid of the run's guard it started; null when the run had one already.
+  returned: with O(start)
+  type: int
+  sample: 12345
 simulated:
   description: Whether the run ran on the simulated cluster.
   returned: always

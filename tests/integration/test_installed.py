@@ -82,6 +82,12 @@ def test_the_installed_collection_runs_by_fqcn_and_writes_its_reports_under_the_
     for report in ("results.json", "junit.xml", "report.html", "plan.json"):
         assert (runs[0] / report).is_file(), report
     assert json.loads((runs[0] / "results.json").read_text())["verdict"] == "PASS"
+    # As users get it, without our ansible.cfg: the watch task's own progress line per poll, the verdict block
+    # as the results role's message, and where the reports are.
+    assert "clusterval: [##########] 11/11" in proc.stdout, proc.stdout[-4000:]
+    verdict = proc.stdout.split("Results | The verdict", 1)[1]
+    assert '"PASS' in verdict and '"passed on every node:"' in verdict
+    assert f'"report.html: {runs[0] / "report.html"}"' in verdict
     assert snapshot(installed) == before, "something was written inside the installed collection"
     assert_no_training_container(simcluster, nodes)
 

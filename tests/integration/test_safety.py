@@ -237,6 +237,20 @@ def test_an_interrupted_controller_says_how_the_nodes_stop(simcluster, nodes, tm
     assert f"clusterval: {signal.Signals(signum).name}: the controller stops here" in output
     assert "within the lease timeout (train_lease_timeout)" in output
     assert f"ansible-playbook -i {simcluster.inventory} clusterval.training.teardown " in output
+    # Every stop is reported: the run's guard wrote the three reports after the controller ended, then exited.
+    watch = tmp_path / "watch" / run_id
+    wait_for((watch / "reported.json").exists, 30)
+    document = json.loads((tmp_path / "results.json").read_text())
+    stage = "training" if when is interrupted_while_watched else "container start"
+    assert document["verdict"] == "FAIL" and document["stop"]["interrupted"] == signal.Signals(signum).name
+    assert document["headline"].startswith(f"FAIL: stopped in {stage}: the controller (ansible-playbook, pid ")
+    assert {s["stage"]: s["outcome"] for s in document["stages"]}[stage] == "interrupted"
+    assert "<error" in (tmp_path / "junit.xml").read_text()
+    assert "No check failed" not in (tmp_path / "report.html").read_text()
+    guard = json.loads((watch / "guard.json").read_text())
+    assert guard["controller_pid"] != os.getpid()
+    # ... and exited: nothing of the run is left running on the controller either.
+    wait_for(lambda: subprocess.run(["pgrep", "-f", str(watch / "guard.json")], check=False).returncode == 1, 10)
     proc = teardown(simcluster, hosts, "-e", f"training_run_id={run_id}")
     assert proc.returncode == 0 and f"run {run_id}" in proc.stdout
     assert_no_training_container(simcluster, hosts)
@@ -261,3 +275,29 @@ def test_teardown_goes_on_past_an_unreachable_node_and_names_it(simcluster, node
     assert f"{lost} teardown FAILED: unreachable" in proc.stdout
     assert elapsed < 120, f"took {elapsed:.0f}s"
     assert_no_training_container(simcluster, nodes[:2])
+
+
+def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simcluster, nodes, tmp_path):
+    hosts, lost = nodes[:2], nodes[1]
+    simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
+    try:
+        started = time.monotonic()
+        # ~50 s: the fixture's teardown left an SSH ControlMaster to the lost node, which gives up only after
+        # ServerAliveInterval x ServerAliveCountMax (ansible.cfg); a fresh connection would time out in 10 s.
+        proc = run_train(simcluster, JAX_MULTI, tmp_path, hosts)
+        elapsed = time.monotonic() - started
+    finally:
+        simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
+    assert proc.returncode != 0
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["stop"]["stage"] == "preflight" and document["stop"]["hosts"] == [lost]
+    assert document["headline"].startswith(f"FAIL: stopped in preflight: {lost}: unreachable")
+    assert document["stop"]["never_started"] == sorted(hosts)
+    junit = (tmp_path / "junit.xml").read_text()
+    assert f'classname="{lost}" name="stopped in preflight"' in junit and ' errors="1"' in junit
+    html = (tmp_path / "report.html").read_text()
+    assert "No check failed" not in html and f"{lost}: unreachable" in html
+    assert f"VERDICT: FAIL: stopped in preflight: {lost}: unreachable" in proc.stdout
+    assert "stopped in preflight:" in proc.stdout and f"  {lost}: unreachable" in proc.stdout
+    assert elapsed < 120, f"took {elapsed:.0f}s"
+    assert_no_training_container(simcluster, hosts)

@@ -151,7 +151,7 @@ def test_a_stop_with_its_stage_and_nodes_names_them():
                stop={"stage": "preflight", "hosts": ["node3"], "never_started": ["node%d" % i for i in range(1, 9)],
                      "cause": "node3: unreachable"})
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert cases == [("run", "stopped in preflight", "error")]
+    assert cases == [("node3", "stopped in preflight", "error")]
     text = suite.find("testcase").find("error").text
     assert text.splitlines()[0] == "node3: unreachable"
     assert "nodes: node3" in text and "never started: node[1-8]" in text

@@ -1,0 +1,220 @@
+"""Every stop is reported (issue 21, item 2): where a run stopped, the nodes that stopped it, the nodes that
+never started and the stage timeline, in results.json, JUnit and the HTML; a reused run directory keeps
+each run's reports apart; the guard writes the reports of a controller that stopped before it did."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
+
+REPO = Path(__file__).resolve().parents[4]
+HOSTS = ["node1", "node2", "node3", "node4"]
+PLAN = {"run_id": "20261126T101500Z-abc123-c", "config_name": "c", "framework": "maxtext", "model": "m",
+        "gpu_arch": "mi300x", "mode": "multi_node", "final_step": 9, "total_steps": 10, "warmup_steps": 3,
+        "simulated": True, "nodes": {h: {"host": h} for h in HOSTS}}
+ECHO = "stopped because another node failed (see above)"
+
+
+def records(failed=None, msgs=None, reached=None):
+    """What train.yml's rescue records: node3 unreachable has none (Ansible takes it out of the play)."""
+    return _results.host_records(failed or {}, msgs or {}, reached or {})
+
+
+def write(tmp_path, hosts, judged=False, verdict=None, teardown=None, interrupted=None, stage=None):
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), judged, ECHO, hosts, None, teardown,
+                                            interrupted=interrupted, stage=stage)
+    return reported_run(PLAN, str(tmp_path), verdict, ECHO, teardown, stop=stop, stages=stages)
+
+
+def junit(tmp_path):
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    cases = [(c.get("classname"), c.get("name"), [e.tag for e in c]) for c in root.iter("testcase")]
+    return root, cases
+
+
+def echoes(hosts, reached="preflight"):
+    return records({h: "" for h in hosts}, {h: ECHO for h in hosts}, {h: reached for h in hosts})
+
+
+def test_a_node_unreachable_in_preflight_is_named_in_all_three_reports(tmp_path):
+    hosts = echoes(["node1", "node2", "node4"])  # node3: no record at all, it left the play
+    teardown = {"node1": {"ok": True}, "node2": {"ok": True}, "node3": {}, "node4": {"ok": True}}
+    written = write(tmp_path, hosts, teardown=teardown)
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["verdict"] == "FAIL"
+    assert document["headline"].startswith("FAIL: stopped in preflight: node3: unreachable")
+    assert document["stop"]["hosts"] == ["node3"] and document["stop"]["stage"] == "preflight"
+    assert document["stop"]["never_started"] == HOSTS
+    assert "(see above)" not in document["headline"]
+    root, cases = junit(tmp_path)
+    assert int(root.get("errors")) + int(root.get("failures")) >= 1
+    assert cases[0] == ("node3", "stopped in preflight", ["error"])
+    html = (tmp_path / "report.html").read_text()
+    assert "No check failed" not in html
+    assert "node3: unreachable" in html and "The run stopped in preflight" in html
+    assert '<li class="failed"><b>\u2715 preflight</b>failed' in html
+    assert "see above" not in html and "teardown</dt><dd>not run (the node left the play): node3" in html
+    assert '<li class="not_reached"><b>\u2013 training</b>not reached' in html
+    assert written["document"]["stop"] == document["stop"]
+
+
+def test_a_node_whose_container_did_not_start_is_the_one_named_not_the_echoes(tmp_path):
+    hosts = echoes(HOSTS, "shipped")
+    hosts["node2"] = {"task": "Container | Start or replace the training container, running the framework",
+                      "msg": "Error starting container: no space left on device", "reached": "shipped"}
+    write(tmp_path, hosts)
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["headline"] == ("FAIL: stopped in container start: node2: Error starting container: "
+                                    "no space left on device")
+    assert document["stop"]["hosts"] == ["node2"]
+    stages = {s["stage"]: s["outcome"] for s in document["stages"]}
+    got = (stages["node preparation"], stages["container start"], stages["training"])
+    assert got == ("ok", "failed", "not reached")
+    lines = _console.verdict_lines(document)
+    assert "stopped in container start:" in lines
+    assert "  training never started on 4 nodes: node[1-4]" in lines
+
+
+def test_the_stage_comes_from_how_far_the_nodes_got_when_no_node_failed_on_its_own():
+    stop = _results.stop_section(PLAN, echoes(["node1", "node2", "node4"], "shipped"), None, ECHO)
+    assert (stop["stage"], stop["hosts"]) == ("node preparation", ["node3"])
+
+
+def test_only_echoes_never_give_see_above_as_the_cause():
+    stop = _results.stop_section(PLAN, echoes(HOSTS), None, ECHO)
+    assert stop["hosts"] == [] and "see above" not in stop["cause"]
+
+
+def test_several_nodes_are_counted_and_each_keeps_its_line():
+    hosts = echoes(["node1", "node4"])
+    hosts["node2"] = {"task": "Preflight | Verdict", "msg": "preflight failed on node2: gpus: 7 of 8", "reached": ""}
+    stop = _results.stop_section(PLAN, hosts, None, ECHO)
+    assert stop["cause"] == "2 node(s) stopped the run: node[2-3]"
+    assert stop["lines"] == ["node3: unreachable (out of the play before the run's end: no answer over SSH)",
+                             "preflight failed on node2: gpus: 7 of 8"]
+
+
+def test_an_interrupted_run_keeps_its_checks_but_never_its_pass(tmp_path):
+    verdict = {"verdict": "PASS", "headline": "PASS", "failures": [], "checks": [
+        {"node": "node1", "check": "completion", "metric": "step", "status": "pass", "detail": "step 9"}]}
+    write(tmp_path, {}, judged=True, verdict=verdict, interrupted="SIGINT", stage="teardown")
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["verdict"] == "FAIL" and document["checks"] == verdict["checks"]
+    assert document["headline"] == "FAIL: stopped in teardown: the controller was interrupted (SIGINT) in teardown"
+    assert {s["stage"]: s["outcome"] for s in document["stages"]}["teardown"] == "interrupted"
+    root, cases = junit(tmp_path)
+    assert ("run", "stopped in teardown", ["error"]) in cases
+
+
+def test_a_run_judged_to_its_end_has_no_stop_and_a_timeline_of_done_stages(tmp_path):
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), True, None, {}, None, {"node1": {"ok": True}})
+    assert stop is None
+    assert [s["outcome"] for s in stages] == ["ok", "ok", "skipped", "ok", "ok", "ok", "ok", "ok", "ok"]
+    assert stages[0]["start"] == _results.epoch_of_run_id(PLAN["run_id"]) == 1795688100.0
+
+
+def test_a_failed_teardown_is_a_failed_stage():
+    stages = _results.timeline(PLAN, None, {"now": 10.0}, True, {"node2": {"ok": False, "msg": "dead"}})
+    assert {s["stage"]: s["outcome"] for s in stages}["teardown"] == "failed"
+
+
+def test_the_stage_of_each_task_of_train_yml():
+    assert _results.stage_of_task("Preflight | Probe the node") == "preflight"
+    assert _results.stage_of_task("Train | What runs each rank (the supervisor)") == "node preparation"
+    assert _results.stage_of_task("Node prep | RDMA provider libraries") == "node preparation"
+    assert _results.stage_of_task("Train | Start every rank and follow the whole cluster") == "training"
+    assert _results.stage_of_task("Teardown | Remove the containers") == "teardown"
+    assert _results.stage_of_task("Gathering Facts") is None
+    # as a callback sees it: the role's name first
+    assert _results.stage_of_task("clusterval.training.container : Container | Start or replace") == "container start"
+    assert _results.stage_of_task("clusterval.training.container : Validating arguments against arg spec 'main' - "
+                                  "Start or replace the training container on a node") == "container start"
+    assert _results.stage_of_task("clusterval.training.node_prep : Validating arguments against arg spec 'main'") \
+        == "node preparation"
+    assert _results.stage_of_task("clusterval.training.train : Validating arguments against arg spec 'ship'") \
+        == "node preparation"
+
+
+def test_a_reused_run_dir_keeps_the_earlier_run_under_its_run_id(tmp_path):
+    (tmp_path / "logs" / "node1").mkdir(parents=True)
+    (tmp_path / "logs" / "node1" / "training.log").write_text("old\n")
+    (tmp_path / "results.json").write_text(json.dumps({"run_id": "old-run"}))
+    (tmp_path / "report.html").write_text("old")
+    moved = _results.keep_earlier_run(str(tmp_path), PLAN["run_id"])
+    assert moved == str(tmp_path / "previous" / "old-run")
+    assert (tmp_path / "previous" / "old-run" / "logs" / "node1" / "training.log").read_text() == "old\n"
+    assert not (tmp_path / "results.json").exists() and not (tmp_path / "report.html").exists()
+    (tmp_path / "plan.json").write_text(json.dumps({"run_id": PLAN["run_id"]}))
+    assert _results.keep_earlier_run(str(tmp_path), PLAN["run_id"]) is None  # the run's own files stay
+
+
+def wait_for(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("interrupted", [True, False], ids=["sigint-recorded", "killed"])
+def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tmp_path, interrupted):
+    controller = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pid = _report_guard.spawn(PLAN, str(tmp_path), controller.pid, [str(REPO / ".collections")])
+        assert pid and _report_guard.spawn(PLAN, str(tmp_path), controller.pid, []) is None  # one per run
+        if interrupted:
+            _report_guard.mark(str(tmp_path), PLAN["run_id"], _results.INTERRUPT_FILE,
+                               {"signal": "SIGINT", "task": "Container | Start or replace the training container"})
+        time.sleep(0.5)
+        assert not (tmp_path / "results.json").exists()  # nothing while the controller lives
+    finally:
+        controller.send_signal(signal.SIGKILL)
+        controller.wait()
+    reported = tmp_path / "watch" / PLAN["run_id"] / _results.REPORTED_FILE
+    assert wait_for(reported.exists, 30), \
+        (tmp_path / "watch" / PLAN["run_id"] / "guard.out").read_text()
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["verdict"] == "FAIL" and document["stop"]["never_started"] == HOSTS
+    if interrupted:
+        assert document["headline"].startswith("FAIL: stopped in container start: the controller (ansible-playbook, "
+                                               "pid %d) was interrupted (SIGINT)" % controller.pid)
+    else:
+        assert "ended without its reports: killed, or lost" in document["headline"]
+    assert sorted(os.listdir(tmp_path)) == ["junit.xml", "report.html", "results.json", "watch"]
+    assert wait_for(lambda: not _report_guard.alive(pid) or zombie(pid), 10), "the guard is still running"
+
+
+def zombie(pid):
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().split(") ", 1)[1].startswith("Z")
+    except OSError:
+        return True
+
+
+def test_the_guard_leaves_a_run_that_wrote_its_own_reports_alone(tmp_path):
+    _report_guard.mark(str(tmp_path), PLAN["run_id"], _results.REPORTED_FILE, {"by": "playbook"})
+    guard = {"plan": PLAN, "run_dir": str(tmp_path), "controller_pid": 1}
+    assert _report_guard.report_stop(guard) is None
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_the_watch_prints_its_own_progress_only_without_the_callback():
+    result = {"done": True, "progress": {"nodes": 2, "done": 1, "failed": 1, "final_step": 9,
+                                         "step": {"min": 4, "median": 6, "max": 9}},
+              "failures": [{"host": "node2", "class": "crash", "step": 4, "text": "Segmentation fault"}]}
+    assert _console.own_progress_lines(result, ["clusterval.training.training_report"]) == []
+    lines = _console.own_progress_lines(result, [])
+    assert lines[0].startswith("clusterval: [") and "1/2 done" in lines[0]
+    assert len(lines) == 2 and "node2" in lines[1] and "Segmentation fault" in lines[1]
+    assert _console.own_progress_lines({"host": "node1", "step": 3}, []) == []  # a per-node result: no line
