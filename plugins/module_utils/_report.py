@@ -341,7 +341,8 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
     """Write results.json, junit.xml and report.html into ``run_dir`` (created if needed), in that order;
     returns their paths. ``seconds``: how long the training ran, for JUnit.
 
-    Each file is written on its own: one that cannot be written does not stop the next. When results.json
+    Each file is written on its own: one that cannot be written does not stop the next, and its older version
+    is removed (it would contradict the others). When results.json
     cannot be written (a full disk), the run's own older report.html and junit.xml are removed to make room for
     it (they would contradict it), then its own older results.json. Raises ``ReportsNotWritten`` (an OSError:
     the first failure, with ``written``) when any file could not be written."""
@@ -361,11 +362,20 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
             write_with_room(path, content, run_dir) if name == "results.json" else _atomic.write_text(path, content)
         except OSError as exc:
             first_error = first_error or exc
+            remove_stale(path)
             continue
         paths[name] = path
     if first_error is not None:
         raise ReportsNotWritten(first_error, paths) from first_error
     return paths
+
+
+def remove_stale(path: str) -> None:
+    """An earlier version of a report that could not be written again would contradict the ones that were."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def write_with_room(path: str, content: str, run_dir: str) -> None:

@@ -69,6 +69,24 @@ def test_results_json_is_written_first_and_the_runs_older_reports_make_room_for_
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_report_that_cannot_be_written_again_leaves_no_older_version_behind(tmp_path, monkeypatch):
+    old = _controller.with_faults(_report.results_document(dict(PASS, run_dir=str(tmp_path)), "t0"), [], [], False)
+    _report.write_reports(str(tmp_path), old)
+    new = _controller.with_faults(old, [_controller.run_dir_fault(str(tmp_path), "No space left on device")], [],
+                                  False)
+    real_write = _atomic.write_text
+
+    def html_fails(path, content, *args, **kwargs):
+        if path.endswith("report.html"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_write(path, content, *args, **kwargs)
+    monkeypatch.setattr(_atomic, "write_text", html_fails)
+    with pytest.raises(_report.ReportsNotWritten) as raised:
+        _report.write_reports(str(tmp_path), new)
+    assert list(raised.value.written) == ["results.json", "junit.xml"]
+    assert not (tmp_path / "report.html").exists(), "the older report.html said PASS"
+
+
 def test_a_full_disk_while_collecting_the_logs_is_the_controllers_fault_once_not_a_teardown_failure(tmp_path):
     for host, content in (("node1", ""), ("node2", "completed step: 1\n")):
         (tmp_path / "logs" / host).mkdir(parents=True)
