@@ -151,4 +151,3 @@ def message_of(answer: bytes) -> str:
     if isinstance(found, dict) and found.get("message"):
         return str(found["message"])[:300]
     return answer.decode("utf-8", "replace").strip()[:300]
-

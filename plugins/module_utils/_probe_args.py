@@ -107,4 +107,3 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
                                  "writer": writer, "wait": float(setting(settings, "shared_wait", 30)),
                                  "mode": "write" if host == writer else "read"}
     return args
-
