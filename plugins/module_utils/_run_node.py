@@ -37,6 +37,8 @@ from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 
 STOP_GRACE_S = 10.0
+# Less free space than this on the log's file system, when the job failed or went quiet: its log could not grow.
+FULL_DISK_BYTES = 64 * 1024
 GANG_POLL_S = 0.1
 # Exit status of the supervisor when it stopped the job itself (as timeout(1) does).
 STOPPED_STATUS = 124
@@ -123,6 +125,7 @@ class Supervisor:
         self.sample_after_s = float(config.get("sample_after_s") or 0)
         self.quiet_since = time.monotonic()
         self.sampled_at: Optional[float] = None
+        self.disk_reported = False
 
     # -- the records -------------------------------------------------------------------------------
 
@@ -261,14 +264,25 @@ class Supervisor:
         if self.sampled_at is not None and now - self.sampled_at < self.sample_after_s:
             return []
         self.sampled_at = now
-        return [dict(process_sample(self.child.pid), t="sample", time=time.time(), after_step=self.last_step,
-                     quiet_s=round(now - self.quiet_since, 1))]
+        return self.disk_full() + [dict(process_sample(self.child.pid), t="sample", time=time.time(),
+                                        after_step=self.last_step, quiet_s=round(now - self.quiet_since, 1))]
+
+    def disk_full(self) -> List[Dict[str, Any]]:
+        """The node's own failure when the file system of its training log is full: the framework's output (its
+        failure line included) could not be written, so no line of the log says it. Reported once."""
+        if self.disk_reported:
+            return []
+        record = full_disk_record(self.config["log_path"], self.last_step)
+        self.disk_reported = record is not None
+        return [record] if record else []
 
     def finish(self, records: List[Dict[str, Any]], exit_code: Optional[int], reason: str) -> Dict[str, Any]:
         record = {"t": "exit", "time": time.time(), "exit_code": exit_code, "reason": reason,
                   "last_step": self.last_step, "started_at": self.started_at}
         if exit_code is not None and exit_code < 0:
             record["signal"] = -exit_code
+        if exit_code and reason == "exit":
+            records = records + self.disk_full()
         self.emit(records + [record])
         self.write_status(record)
         return record
@@ -300,6 +314,23 @@ class Supervisor:
 
 # Process states from the most to the least telling: stuck in the kernel, running, sleeping.
 STATE_ORDER = "DRSTtZXI"
+
+
+def full_disk_record(log_path: str, step: Optional[int]) -> Optional[Dict[str, Any]]:
+    """An error record (class disk) when the file system holding ``log_path`` has less than FULL_DISK_BYTES free."""
+    directory = os.path.dirname(log_path) or "."
+    try:
+        found = os.statvfs(directory)
+    except OSError:
+        return None
+    free = found.f_bavail * found.f_frsize
+    if free >= FULL_DISK_BYTES:
+        return None
+    now = time.time()
+    return {"t": "error", "class": "disk", "lineno": None, "step": step, "time": now, "first_seen": now,
+            "consequence": False, "evidence": "disk",
+            "text": "No space left on device: the file system of the training log %s has %d bytes free; the "
+                    "framework's output (its failure line too) could not be written" % (log_path, free)}
 
 
 def job_processes(session: int, proc: str = "/proc") -> List[Dict[str, Any]]:

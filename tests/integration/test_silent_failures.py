@@ -206,6 +206,27 @@ def test_a_node_whose_link_goes_down_is_named(simcluster, four, tmp_path):
     assert_nothing_running(simcluster, four, within_s=60)
 
 
+def test_a_node_whose_log_disk_fills_up_is_named_for_its_disk(simcluster, four, tmp_path):
+    """The node's run directory (its training log) on a small file system that something else fills while the job
+    trains: the framework can write no line, its own failure included; the supervisor names the full disk."""
+    full = four[2]
+    run_id = "20261126T000000Z-d15c00-node-disk"
+    run_dir = "/tmp/clusterval-logs/clusterval/" + run_id
+    simcluster.ssh(full, f"mkdir -p {run_dir} && mount -t tmpfs -o size=2m tmpfs {run_dir}")
+    try:
+        run = Run(simcluster, tmp_path, four, more_vars={"training_run_id": run_id})
+        run.wait_training()
+        simcluster.ssh(full, f"dd if=/dev/zero of={run_dir}/filler bs=64k 2>/dev/null; true")
+        run.finish()
+    finally:
+        simcluster.ssh(full, f"umount -l {run_dir}", check=False)
+    assert run.proc.returncode != 0
+    assert agreed_culprit(run) == full, run.verdict()
+    assert run.verdict().startswith(f"VERDICT: FAIL: {full} disk "), run.verdict()
+    assert "No space left on device" in run.verdict()
+    assert_nothing_running(simcluster, four)
+
+
 def test_the_controller_away_past_the_lease_blames_no_node(simcluster, four, tmp_path):
     run = Run(simcluster, tmp_path, four)
     run.wait_training()

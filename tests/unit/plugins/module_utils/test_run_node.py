@@ -1,5 +1,6 @@
 """The node-side supervisor with a real child process: gang start, exit status, the lease, the deadline."""
 import json
+import os
 import sys
 import time
 
@@ -93,3 +94,15 @@ def test_a_sample_of_a_sleeping_framework_names_its_wait_channel(tmp_path):
     fake_proc(tmp_path, {100: ("sh", "S", 1, 100, "do_wait"), 101: ("python3", "S", 100, 100, "hrtimer_nanosleep")})
     sample = _run_node.process_sample(100, str(tmp_path))
     assert (sample["state"], sample["wchan"]) == ("S", "hrtimer_nanosleep")
+
+
+def test_a_full_log_file_system_is_the_nodes_own_disk_failure(tmp_path, monkeypatch):
+    log = tmp_path / "training.log"
+    assert _run_node.full_disk_record(str(log), 3) is None, "this file system has room"
+    # A file system with no room left cannot be made here without mounting one: its statvfs says so.
+    full = os.statvfs_result((4096, 4096, 100, 0, 0, 10, 0, 0, 0, 255))
+    monkeypatch.setattr(_run_node.os, "statvfs", lambda path: full)
+    record = _run_node.full_disk_record(str(log), 3)
+    assert record["t"] == "error" and record["class"] == "disk" and record["step"] == 3
+    assert record["text"].startswith("No space left on device: the file system of the training log %s" % log)
+    assert record["consequence"] is False
