@@ -1,7 +1,7 @@
-"""playbooks/compare.yml on the simulated cluster: Megatron-LM (pretrain_gpt.py under torchrun) on two nodes,
-Primus (run_pretrain.sh) on two others, both through train.yml, then the comparison report; and a deliberate
-mismatch refused before any node is touched. The NVIDIA side runs with the AMD device path (/dev/kfd,
-/dev/dri) of the simulated nodes until NVIDIA nodes are simulated (issue 23 part 1)."""
+"""playbooks/compare.yml on the simulated cluster: Megatron-LM (pretrain_gpt.py under torchrun) on two NVIDIA-like
+nodes (GPUs through Docker's device request), Primus (run_pretrain.sh) on two AMD-like ones (/dev/kfd, /dev/dri),
+both through train.yml, then the comparison report; and a deliberate mismatch refused before any node is
+touched."""
 from __future__ import annotations
 
 import json
@@ -14,11 +14,13 @@ import pytest
 
 from test_report_callback import count_colour, needs_chromium, screenshot
 
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import PALETTE
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
+SIMCLUSTER = REPO / "scripts" / "simcluster"
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
 
 
@@ -49,8 +51,14 @@ def test_mbs_4_on_one_side_is_refused_before_any_node_is_touched(simcluster, fou
 
 @pytest.fixture(scope="module")
 def compared(simcluster, four_nodes, tmp_path_factory):
+    """A mixed run: the NVIDIA side on two simulated NVIDIA nodes, the AMD side on two AMD ones."""
     runs = tmp_path_factory.mktemp("compare")
-    done = run_compare(simcluster, four_nodes, runs)
+    nvidia = four_nodes[:2]
+    subprocess.run([str(SIMCLUSTER), "vendor", "nvidia", *nvidia], check=True, capture_output=True, timeout=60)
+    try:
+        done = run_compare(simcluster, four_nodes, runs)
+    finally:
+        subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nvidia], check=True, capture_output=True, timeout=60)
     directories = [path for path in runs.iterdir() if path.is_dir()]
     return done, (directories[0] if directories else None)
 
@@ -72,6 +80,13 @@ def test_comparison_end_to_end(compared):
     for side in ("nvidia", "amd"):
         results = json.loads((directory / document["sides"][side]["run_id"] / "results.json").read_text())
         assert results["verdict"] == "PASS"
+        plan = json.loads((directory / document["sides"][side]["run_id"] / "plan.json").read_text())
+        assert plan["gpu_vendor"] == side
+        container = node_view(plan, next(iter(plan["nodes"])))["container"]
+        if side == "nvidia":
+            assert container["device_requests"][0]["driver"] == "nvidia" and not container.get("groups")
+        else:
+            assert any(device.endswith("/dev/kfd") for device in container["devices"])
 
 
 @needs_chromium
