@@ -10,6 +10,7 @@ from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
@@ -39,7 +40,7 @@ class ActionModule(ActionBase):
         host = str(task_vars.get("inventory_hostname") or "")
         module_args = dict(self._task.args)
         plan = module_args.pop("plan", None)
-        collect_log = bool(module_args.pop("collect_log", True))
+        collect_log = boolean(module_args.pop("collect_log", True), strict=False)
         module_args.update(paths_from_plan(plan, host, str(module_args.get("run_id") or ""), collect_log))
         copy = module_args.get("log_copy")
         if not copy or os.path.exists(copy) or self._task.check_mode:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Mapping
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 
 MARKER_PREFIX = ".clusterval-preflight-"
@@ -27,6 +29,11 @@ def setting(settings: Mapping[str, Any], key: str, derived: Any) -> Any:
     return derived if value is None else value
 
 
+def flag(settings: Mapping[str, Any], key: str, derived: Any) -> bool:
+    """A yes/no setting, as Ansible reads one (``-e`` gives strings: ``false``, ``no``, ``0``)."""
+    return boolean(setting(settings, key, derived), strict=False)
+
+
 def data_cache_dir(plan: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return str(setting(settings, "data_cache_dir", plan.get("data_cache_dir") or ""))
 
@@ -36,7 +43,7 @@ def marker_path(plan: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 
 
 def checks_shared_cache(plan: Mapping[str, Any], settings: Mapping[str, Any], play_hosts: int) -> bool:
-    return bool(setting(settings, "check_shared_cache", True) and data_cache_dir(plan, settings)
+    return bool(flag(settings, "check_shared_cache", True) and data_cache_dir(plan, settings)
                 and plan.get("mode") == "multi_node" and play_hosts > 1)
 
 
@@ -57,20 +64,20 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
     role's variables without their prefix)."""
     node = node_view(plan, host)
     container = node.get("container") or {}
-    rdma = bool(setting(settings, "rdma", uses_rdma(plan, container)))
+    rdma = flag(settings, "rdma", uses_rdma(plan, container))
     args: Dict[str, Any] = {
         "node": host,
         "lock": {"run_id": plan["run_id"], "run_dir": node["run_dir"], "data_cache_dir": data_cache_dir(plan, settings),
                  "controller": settings.get("controller") or "?", "address": settings.get("address") or host,
-                 "take": bool(setting(settings, "lock_take", not check_mode)),
-                 "takeover": bool(setting(settings, "takeover", False)),
+                 "take": flag(settings, "lock_take", not check_mode),
+                 "takeover": flag(settings, "takeover", False),
                  "stale_after": float(settings.get("lock_stale_s", 1800))},
         "docker_socket": settings.get("docker_socket") or "/var/run/docker.sock",
         "image": container.get("image"),
         "devices": list(container.get("devices") or []),
         "mounts": [volume.split(":")[0] for volume in container.get("volumes") or []
                    if volume.split(":")[0] not in (node.get("directories") or [])],
-        "token_required": not bool(setting(settings, "mock_data", plan.get("mock_data", True))),
+        "token_required": not flag(settings, "mock_data", plan.get("mock_data", True)),
         "gpu_arch": settings.get("gpu_arch") or plan.get("gpu_arch"),
         "gpu_tools": list(settings.get("gpu_tools") or []),
         "gpu_arch_map": dict(settings.get("gpu_arch_map") or {}),
@@ -88,17 +95,17 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
     token = settings.get("hf_token_file")
     token = node.get("hf_token_file") if token is None else token
     # In check mode a handed-over token is not copied, so not looked for.
-    if token and not (check_mode and settings.get("hf_token_handed")):
+    if token and not (check_mode and flag(settings, "hf_token_handed", False)):
         args["token_file"] = token
-    if setting(settings, "check_gpu_errors", True):
+    if flag(settings, "check_gpu_errors", True):
         args["kernel_log"] = {"command": list(settings.get("kernel_log_command") or ["dmesg"]),
                               "patterns": list(settings.get("gpu_error_patterns") or [])}
         if settings.get("ras_root"):
             args["ras_root"] = settings["ras_root"]
-    if setting(settings, "rdma_ports", rdma):
+    if flag(settings, "rdma_ports", rdma):
         args["rdma_ports"] = {"sysfs": settings.get("rdma_sysfs") or "/sys/class/infiniband",
                               "min_rate_gbps": float(settings.get("rdma_rate_gbps") or 0)}
-    if setting(settings, "check_coordinator_port", True) and int(node.get("node_rank") or 0) == 0 \
+    if flag(settings, "check_coordinator_port", True) and int(node.get("node_rank") or 0) == 0 \
             and int(node.get("nnodes") or 1) > 1:
         args["coordinator_port"] = node.get("coordinator_port")
     if checks_shared_cache(plan, settings, play_hosts):

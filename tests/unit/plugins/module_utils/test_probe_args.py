@@ -61,3 +61,11 @@ def test_the_planned_gpu_vendor_reaches_the_probe():
     args = probe_args(nvidia, "node1", {}, 2, False)
     assert args["gpu_vendor"] == "nvidia" and args["gpu_arch"] == "h100" and args["devices"] == []
     assert "gpu_vendor" not in probe_args(plan(), "node1", {}, 2, False)
+
+
+def test_yes_no_settings_given_as_strings_on_the_command_line_read_as_ansible_reads_them():
+    args = probe_args(plan(devices=("/dev/infiniband",)), "node1",
+                      {"check_gpu_errors": "false", "rdma": "no", "check_shared_cache": "0", "lock_take": "False",
+                       "mock_data": "false"}, 2, False)
+    assert "kernel_log" not in args and args["rdma"] is False and "shared_marker" not in args
+    assert args["lock"]["take"] is False and args["token_required"] is True
