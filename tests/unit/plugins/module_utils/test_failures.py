@@ -123,6 +123,7 @@ def test_gloo_losing_its_peer_is_a_consequence():
     assert errors and errors[0]["pattern"] == "peer_closed" and _failures.is_consequence("peer_closed")
 
 
-def test_the_survivor_of_a_killed_peer_is_a_consequence_in_real_output():
-    errors = errors_of(OBSERVED["MC-05"])
+@pytest.mark.parametrize("excerpt", ["MC-05", "MC-06"])
+def test_the_survivor_of_a_killed_peer_is_a_consequence_in_real_output(excerpt):
+    errors = errors_of(OBSERVED[excerpt])
     assert [(e["pattern"], e["consequence"]) for e in errors] == [("peer_reset", True)], errors
