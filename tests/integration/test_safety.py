@@ -277,13 +277,14 @@ def test_teardown_goes_on_past_an_unreachable_node_and_names_it(simcluster, node
     assert_no_training_container(simcluster, nodes[:2])
 
 
-def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simcluster, nodes, tmp_path):
+def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simcluster, nodes, tmp_path, monkeypatch):
     hosts, lost = nodes[:2], nodes[1]
+    # A run that starts on a dead link connects afresh; the SSH ControlMaster an earlier test's run left to the
+    # node would wait ServerAliveInterval x ServerAliveCountMax (ansible.cfg) before giving up.
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "ssh-control"))
     simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
     try:
         started = time.monotonic()
-        # ~50 s: the fixture's teardown left an SSH ControlMaster to the lost node, which gives up only after
-        # ServerAliveInterval x ServerAliveCountMax (ansible.cfg); a fresh connection would time out in 10 s.
         proc = run_train(simcluster, JAX_MULTI, tmp_path, hosts)
         elapsed = time.monotonic() - started
     finally:
