@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of training_cleanup: one call per node removes the run and brings its training log back,
 which is written here to ``log_copy``; the result is the node's teardown outcome (ok, unreachable, msg).
-With ``plan``, the run's paths on the node (its directory, data cache and log) come from the plan."""
+With ``plan`` (by default the fact ``training_plan``, when there is one; ``{}`` for none), the run's paths on the node
+(its directory, data cache and log) come from the plan."""
 from __future__ import annotations
 
 import os
@@ -40,6 +41,8 @@ class ActionModule(ActionBase):
         host = str(task_vars.get("inventory_hostname") or "")
         module_args = dict(self._task.args)
         plan = module_args.pop("plan", None)
+        if plan is None:
+            plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
         collect_log = boolean(module_args.pop("collect_log", True), strict=False)
         module_args.update(paths_from_plan(plan, host, str(module_args.get("run_id") or ""), collect_log))
         copy = module_args.get("log_copy")
@@ -56,7 +59,8 @@ class ActionModule(ActionBase):
         log_error = _cleanup.write_log_copy(log, copy) if log else ""
         result.update(answer)
         result.update(_cleanup.outcome_of(host, dict(answer, log=log), log_error))
-        result["failed"] = not result["ok"] and not result["unreachable"]
+        # An unreachable node's teardown fails too (its containers may still run); its outcome says so.
+        result["failed"] = not result["ok"]
         if log.get("data"):
             result["log_bytes"] = log.get("kept")
         return result

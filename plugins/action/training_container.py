@@ -1,15 +1,26 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of training_container: the node's container spec and files from the plan, then one module
-call on the node."""
+call on the node. With O(pull), the image is pulled first (community.docker.docker_image, retried, at most
+O(pull_throttle) nodes at once), in the same task. In check mode it prints what would run on the node: the
+container and the plan's launch."""
 from __future__ import annotations
 
+import json
+import os
+import time
 from typing import Any
 
+from ansible import constants as C
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.plugin_utils._throttle import slot
+
+PULL_MODULE = "community.docker.docker_image"
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict"),
@@ -25,6 +36,10 @@ ARGUMENT_SPEC = dict(
     directories=dict(type="list", elements="path", default=[]),
     files=dict(type="list", elements="dict", default=[]),
     owner=dict(type="str"),
+    pull=dict(type="bool", default=False),
+    pull_retries=dict(type="int", default=3),
+    pull_delay=dict(type="float", default=10.0),
+    pull_throttle=dict(type="int", default=16),
 )
 
 
@@ -49,6 +64,11 @@ class ActionModule(ActionBase):
         except (ConfigError, KeyError, TypeError) as exc:
             result.update(failed=True, msg="training_container: %s" % getattr(exc, "message", exc))
             return result
+        if args["pull"] and not self._task.check_mode:
+            pulled = self._pull(args, spec["image"], str(plan.get("run_id") or "run"), task_vars)
+            if pulled.get("failed") or pulled.get("unreachable"):
+                result.update(pulled, msg="pulling %s: %s" % (spec["image"], pulled.get("msg", "failed")))
+                return result
         module_args = {"docker_host": args["docker_host"], "spec": spec, "stop_timeout": args["stop_timeout"],
                        "timeout": args["timeout"], "owner": args["owner"],
                        "directories": files["directories"] + args["directories"],
@@ -56,4 +76,21 @@ class ActionModule(ActionBase):
         result.update(self._execute_module(module_name="clusterval.training.training_container",
                                            module_args=module_args, task_vars=task_vars))
         result["container"] = spec
+        if self._task.check_mode:
+            result["launch"] = node_view(plan, host).get("launch")
+            Display().display("%s would run (check mode): %s" % (host, json.dumps(
+                {"container": spec, "launch": result["launch"]}, indent=4, sort_keys=True)))
         return result
+
+    def _pull(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The image pulled on the node (a registry's hiccup retried), by at most pull_throttle nodes at once."""
+        module_args = {"docker_host": args["docker_host"], "name": image, "source": "pull", "force_source": False}
+        slots = os.path.join(C.DEFAULT_LOCAL_TMP, "clusterval-pull-%s" % run_id)
+        attempts = max(1, args["pull_retries"] + 1)
+        for attempt in range(attempts):
+            with slot(slots, args["pull_throttle"]):
+                answer = self._execute_module(module_name=PULL_MODULE, module_args=module_args, task_vars=task_vars)
+            if not answer.get("failed") or answer.get("unreachable") or attempt + 1 == attempts:
+                return answer
+            time.sleep(args["pull_delay"])
+        return answer

@@ -1,16 +1,26 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Controller side of training_probe: with O(plan), the node's probe arguments are computed here from the plan
-and the preflight role's settings (one Python call instead of a chain of role variables templated per node);
-without it, the task's arguments go to the module as they are."""
+"""Controller side of training_probe. With O(plan) (or O(settings), the plan then being the fact C(training_plan)),
+the whole preflight of one node in one task: the node's
+probe arguments computed here from the plan and the preflight role's settings (one Python call instead of a
+chain of role variables templated per node), the controller's HF token handed over in the same module call,
+the run this one takes over torn down, the node's report printed, and the task failed naming every failed
+check. Without it, the task's arguments go to the module as they are."""
 from __future__ import annotations
 
 from typing import Any
 
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._probe_args import probe_args
+from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
+    SETTINGS, probe_args, takeover_args, token_dest, verdict)
+
+PROBE = "clusterval.training.training_probe"
+CLEANUP = "clusterval.training.training_cleanup"
 
 
 class ActionModule(ActionBase):
@@ -24,19 +34,72 @@ class ActionModule(ActionBase):
         del tmp
         module_args = dict(self._task.args)
         plan = module_args.pop("plan", None)
-        settings = module_args.pop("settings", None) or {}
-        if plan is not None:
-            host = str(task_vars.get("inventory_hostname") or "")
-            try:
-                if not isinstance(plan, dict) or not isinstance(settings, dict):
-                    raise ConfigError("plan", "the plan (a dict) and the preflight settings (a dict)",
-                                      "%s and %s" % (type(plan).__name__, type(settings).__name__))
-                derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
-                                     bool(self._task.check_mode))
-            except (ConfigError, KeyError, TypeError, ValueError) as exc:
-                result.update(failed=True, msg="training_probe: %s" % getattr(exc, "message", exc))
-                return result
-            module_args = dict(derived, **module_args)
-        result.update(self._execute_module(module_name="clusterval.training.training_probe", module_args=module_args,
+        settings = module_args.pop("settings", None)
+        role = module_args.pop("settings_from", None)
+        if role:
+            settings = dict(self._role_settings(task_vars, str(role)), **(settings or {}))
+        if plan is None and settings is not None:
+            plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
+        settings = settings or {}
+        if plan is None:
+            result.update(self._execute_module(module_name=PROBE, module_args=module_args, task_vars=task_vars))
+            return result
+        host = str(task_vars.get("inventory_hostname") or "")
+        try:
+            if not isinstance(plan, dict) or not isinstance(settings, dict):
+                raise ConfigError("plan", "the plan (a dict) and the preflight settings (a dict)",
+                                  "%s and %s" % (type(plan).__name__, type(settings).__name__))
+            derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
+                                 bool(self._task.check_mode))
+            token = self._token(plan, host, settings)
+        except (ConfigError, KeyError, TypeError, ValueError) as exc:
+            result.update(failed=True, msg="training_probe: %s" % getattr(exc, "message", exc))
+            return result
+        except OSError as exc:
+            result.update(failed=True, msg="training_probe: the HF token file on the controller: %s" % exc)
+            return result
+        result.update(self._execute_module(module_name=PROBE, module_args=dict(derived, **module_args, **token),
                                            task_vars=task_vars))
+        if result.get("failed") or result.get("unreachable"):
+            return result
+        if result.get("took_over"):
+            self._take_over(result, plan, host, settings, task_vars)
+        for line in result.get("lines") or []:
+            Display().display(line)
+        message = verdict(host, result.get("checks") or [], str(task_vars.get("inventory_file") or ""))
+        if message:
+            result.update(failed=True, msg=message)
         return result
+
+    def _role_settings(self, task_vars: dict[str, Any], role: str) -> dict[str, Any]:
+        """The role's variables (<role>_<setting>) as settings: a setting left at a literal default costs no
+        template per node (a task's Jinja expressions are compiled again in every node's worker)."""
+        settings = {name: self._templar.template(task_vars[role + "_" + name])
+                    for name in SETTINGS if role + "_" + name in task_vars}
+        host = str(task_vars.get("inventory_hostname") or "")
+        settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
+        settings["hf_token_handed"] = bool(settings.get("hf_token_source"))
+        return settings
+
+    def _token(self, plan: dict[str, Any], host: str, settings: dict[str, Any]) -> dict[str, Any]:
+        """The controller's token file (an AWX credential's), handed over in the probe's call; never in check
+        mode (nothing is written)."""
+        source = settings.get("hf_token_source") or ""
+        if not source or self._task.check_mode:
+            return {}
+        with open(source, encoding="utf-8") as handle:
+            content = handle.read()
+        return {"hf_token": {"content": content, "dest": token_dest(plan, host, settings)}}
+
+    def _take_over(self, result: dict[str, Any], plan: dict[str, Any], host: str, settings: dict[str, Any],
+                   task_vars: dict[str, Any]) -> None:
+        run_id = result["took_over"]["run_id"]
+        try:
+            cleanup = self._execute_module(module_name=CLEANUP, module_args=takeover_args(
+                plan, host, settings, result["took_over"]), task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            cleanup = {"failed": True, "msg": to_text(exc)}
+        result["takeover"] = cleanup
+        Display().display("%s: TAKEOVER of run %s: %s" % (host, run_id, cleanup.get("msg", "")))
+        if cleanup.get("failed"):
+            result.update(failed=True, msg="%s: the takeover of run %s failed: %s" % (host, run_id, cleanup.get("msg")))

@@ -12,6 +12,8 @@ description:
     nothing here; the P(clusterval.training.training_report#callback) callback prints the training
     progress instead. A poll is not a failure, and at hundreds of nodes a retry line per node per
     poll would drown the output.
+  - A node's failed preflight (M(clusterval.training.training_probe)) shows its message only, since the
+    probe printed every check's line above it.
   - Set with C(stdout_callback = clusterval.training.training_console) in C(ansible.cfg), as the
     collection's C(ansible.cfg) does. AWX and ansible-runner use their own stdout callback.
 extends_documentation_fragment:
@@ -24,6 +26,7 @@ requirements:
 from ansible.plugins.callback.default import CallbackModule as DefaultCallbackModule
 
 WATCH_ACTIONS = frozenset(("clusterval.training.training_watch", "training_watch"))
+PROBE_ACTIONS = frozenset(("clusterval.training.training_probe", "training_probe"))
 
 
 class CallbackModule(DefaultCallbackModule):
@@ -36,3 +39,9 @@ class CallbackModule(DefaultCallbackModule):
         if getattr(task, "action", None) in WATCH_ACTIONS:
             return
         super().v2_runner_retry(result)
+
+    def _clean_results(self, result, task_name):
+        super()._clean_results(result, task_name)
+        if task_name in PROBE_ACTIONS and result.get("failed") and "checks" in result:
+            for key in [key for key in result if key not in ("changed", "failed", "msg")]:
+                del result[key]

@@ -8,13 +8,19 @@ cost of a run."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Sequence
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 
 MARKER_PREFIX = ".clusterval-preflight-"
+# The preflight role's settings (its variables without the prefix), as settings_from reads them.
+SETTINGS = ("controller", "lock_take", "takeover", "lock_stale_s", "check_coordinator_port", "docker_socket",
+            "hf_token_file", "hf_token_source", "mock_data", "gpu_arch", "gpu_tools", "gpu_arch_map", "gpu_count",
+            "check_gpu_errors", "kernel_log_command", "gpu_error_patterns", "ras_root", "rdma", "rdma_ports",
+            "rdma_sysfs", "rdma_rate_gbps", "min_free_mib", "log_base_mib", "log_kib_per_step", "check_shared_cache",
+            "data_cache_dir", "shared_wait")
 
 
 def marker_writer(plan: Mapping[str, Any]) -> str:
@@ -92,8 +98,7 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
     gpu_count = int(setting(settings, "gpu_count", plan.get("gpus_per_node") or 0))
     if gpu_count > 0:
         args["gpu_count"] = gpu_count
-    token = settings.get("hf_token_file")
-    token = node.get("hf_token_file") if token is None else token
+    token = settings.get("hf_token_file") or node.get("hf_token_file")
     # In check mode a handed-over token is not copied, so not looked for.
     if token and not (check_mode and flag(settings, "hf_token_handed", False)):
         args["token_file"] = token
@@ -114,3 +119,26 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
                                  "writer": writer, "wait": float(setting(settings, "shared_wait", 30)),
                                  "mode": "write" if host == writer else "read"}
     return args
+
+
+def token_dest(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any]) -> str:
+    """Where the handed-over HF token goes on ``host``: the role's file, or the plan's."""
+    return str(settings.get("hf_token_file") or node_view(plan, host).get("hf_token_file") or "")
+
+
+def takeover_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any],
+                  took_over: Mapping[str, Any]) -> Dict[str, Any]:
+    """training_cleanup's arguments that tear down the run this one takes over on ``host``."""
+    return {"docker_host": "unix://%s" % (settings.get("docker_socket") or "/var/run/docker.sock"),
+            "run_id": str(took_over["run_id"]), "node": host, "address": settings.get("address") or host,
+            "taken_over_by": {"by": plan["run_id"], "controller": settings.get("controller") or "?"}}
+
+
+def verdict(host: str, checks: Sequence[Mapping[str, Any]], inventory_file: str) -> str:
+    """The node's preflight failure, every failed check named, or "" when every check passed. A check's advice
+    that says ``-i <inventory>`` names the run's inventory."""
+    failed = ["%s: %s" % (check["check"], check["detail"]) for check in checks if not check["ok"]]
+    if not failed:
+        return ""
+    return ("preflight failed on %s: %s" % (host, "; ".join(failed))).replace(
+        "-i <inventory>", "-i " + (inventory_file or "<inventory>"))

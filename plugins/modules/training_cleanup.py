@@ -83,6 +83,8 @@ options:
     description:
       - The run's plan (from M(clusterval.training.training_plan)); for a node of the plan and a O(run_id), the action
         plugin takes O(run_dir), O(data_cache_dir) and O(log_path) from it.
+      - Unset, the fact C(training_plan) when there is one (read by the action, never copied into each node's task
+        arguments); V({}) for none.
     type: dict
     version_added: 0.3.0
   collect_log:

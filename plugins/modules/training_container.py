@@ -77,6 +77,26 @@ options:
     type: list
     elements: dict
     default: []
+  pull:
+    description:
+      - Pull the image first (M(community.docker.docker_image) with C(source=pull), on the node's daemon), in the
+        same task; the action plugin does it before this module's call. Not in check mode.
+    type: bool
+    default: false
+  pull_retries:
+    description: Attempts to pull again after a failed pull.
+    type: int
+    default: 3
+  pull_delay:
+    description: Seconds between pull attempts.
+    type: float
+    default: 10
+  pull_throttle:
+    description:
+      - How many nodes pull at the same time (Ansible's C(throttle) for the pull alone; the containers' starts are
+        not throttled).
+    type: int
+    default: 16
   owner:
     description: User owning the directories and files; empty keeps the connecting user.
     type: str
@@ -118,6 +138,10 @@ container:
   description: The container spec that was started (returned by the action plugin).
   returned: success
   type: dict
+launch:
+  description: In check mode, the plan's launch on the node (what the container would run), also printed.
+  returned: check mode
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -143,6 +167,10 @@ def main():
             directories=dict(type="list", elements="path", default=[]),
             files=dict(type="list", elements="dict", default=[]),
             owner=dict(type="str"),
+            pull=dict(type="bool", default=False),
+            pull_retries=dict(type="int", default=3),
+            pull_delay=dict(type="float", default=10.0),
+            pull_throttle=dict(type="int", default=16),
         ),
         supports_check_mode=True,
     )

@@ -27,6 +27,12 @@ options:
         arguments (O(node), O(lock), O(image), O(devices), O(mounts), O(token_file), O(gpu_count), O(kernel_log),
         O(rdma), O(rdma_ports), O(coordinator_port), O(disk_path), O(expected_log_mib), O(shm_size),
         O(shared_marker)) from it and O(settings); arguments given in the task win.
+      - With O(settings) and no plan, the fact C(training_plan) (read by the action, never copied into each node's task
+        arguments).
+      - With it the task is the node's whole preflight. C(settings.hf_token_source), a token file on the
+        controller, is handed over (O(hf_token)); a node taken over (O(lock.takeover)) has the other run torn
+        down (M(clusterval.training.training_cleanup), its result in RV(takeover)); the report's RV(lines) are
+        printed; and the task fails, naming every failed check, when a check fails.
     type: dict
     version_added: 0.3.0
   settings:
@@ -35,6 +41,14 @@ options:
         (C(controller), C(address), C(lock_take), C(takeover), C(gpu_count), C(rdma), C(shared_wait), ...); an
         unset (null) setting takes what the plan gives.
     type: dict
+    version_added: 0.3.0
+  settings_from:
+    description:
+      - A role whose variables give O(settings), C(<role>_<setting>) (the preflight role passes C(preflight)), read by
+        the action from the host's variables; O(settings) given too wins key by key. A setting left at a literal
+        default costs no template per node, where a task's argument is compiled again in every node's worker.
+      - The node's C(address) is its C(ansible_host) (or its name).
+    type: str
     version_added: 0.3.0
   node:
     description:
@@ -246,6 +260,22 @@ options:
         description: With C(mode=read), seconds to wait for the marker to appear (the writer's probe runs at the same time).
         type: float
         default: 0
+  hf_token:
+    description:
+      - The HF token handed over from the controller (an AWX credential's file), written to O(hf_token.dest)
+        (mode 0600, its directory created) before any check, so that O(token_file) finds it. Never in the
+        result. The action plugin reads the controller's file (option C(settings.hf_token_source)); not written
+        in check mode.
+    type: dict
+    suboptions:
+      content:
+        description: The token.
+        type: str
+        required: true
+      dest:
+        description: Where it goes on the node.
+        type: path
+        required: true
 extends_documentation_fragment:
   - clusterval.training.attributes
 attributes:
@@ -306,6 +336,11 @@ marker_written:
   returned: always
   type: bool
   sample: false
+takeover:
+  description: With O(plan), the result of tearing down the run in RV(took_over).
+  returned: when a run was taken over
+  type: dict
+  sample: {ok: true, msg: "removed rocm-jax-llama3.1-70b"}
 took_over:
   description:
     - With O(lock.takeover), the run that held the node - C({busy, run_id, controller, started_at, containers,
@@ -336,7 +371,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils import _health, _ports, _probe, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _health, _ports, _probe, _runlock
 
 
 def run_checks(params, run):
@@ -398,11 +433,22 @@ def marker_checks(marker):
     return [_probe.shared_check(marker["path"], marker["token"], marker["writer"], marker["wait"])]
 
 
+def hand_over_token(module):
+    """The run's own copy of the controller's HF token, readable by the node's user only."""
+    token = module.params["hf_token"]
+    try:
+        os.makedirs(os.path.dirname(token["dest"]) or ".", mode=0o755, exist_ok=True)
+        _atomic.write_text(token["dest"], token["content"], mode=0o600)
+    except OSError as exc:
+        module.fail_json(msg="could not write the HF token's copy %s: %s" % (token["dest"], exc.strerror or exc))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             plan=dict(type="dict"),
             settings=dict(type="dict"),
+            settings_from=dict(type="str"),
             node=dict(type="str", default=""),
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             devices=dict(type="list", elements="str", default=[]),
@@ -448,6 +494,10 @@ def main():
                 writer=dict(type="str", default="the first node"),
                 wait=dict(type="float", default=0.0),
             ), required_if=[("mode", "write", ["token"]), ("mode", "read", ["token"])]),
+            hf_token=dict(type="dict", options=dict(
+                content=dict(type="str", required=True, no_log=True),
+                dest=dict(type="path", required=True),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -457,6 +507,8 @@ def main():
         return subprocess.CompletedProcess(list(argv), rc, out, err)
 
     node = module.params["node"] or socket.gethostname()
+    if module.params["hf_token"] and not module.check_mode:
+        hand_over_token(module)
     # Busy or not is known before anything is written on the node.
     claimed = claim_node(module.params, node) or {"check": None, "took_over": None}
     claim_checks = [claimed["check"]] if claimed["check"] else []

@@ -207,15 +207,15 @@ def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(si
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     tasks = [task for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]]
-    shown = {host: result for t in tasks if t["task"]["name"].endswith("What would run (check mode)")
+    shown = {host: result for t in tasks if t["task"]["name"].endswith("running the framework")
              for host, result in t["hosts"].items()}
     plan = json.loads((tmp_path / "plan.json").read_text())
     for rank, node in enumerate(nodes):
-        container = shown[node]["msg"]["container"]
+        container = shown[node]["container"]
         # What the container would run: the node's supervisor, which runs the plan's launch script.
         assert container["command"][0] == "python3" and container["command"][-1].endswith("/config.json")
         assert node_view(plan, node)["container"]["command"] == ["sh", node_view(plan, node)["run_dir"] + "/launch.sh"]
-        assert shown[node]["msg"]["launch"] == node_view(plan, node)["launch"]
+        assert shown[node]["launch"] == node_view(plan, node)["launch"]
         assert container["env"]["NODE_RANK"] == str(rank) and container["image"] == simcluster.image
     assert_no_training_container(simcluster, nodes)
     assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))

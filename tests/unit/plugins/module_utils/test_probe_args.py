@@ -1,7 +1,8 @@
 """The preflight probe's arguments for a node, computed from the plan and the role's settings."""
 from __future__ import annotations
 
-from ansible_collections.clusterval.training.plugins.module_utils._probe_args import probe_args
+from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
+    probe_args, takeover_args, token_dest, verdict)
 
 
 def plan(mode="multi_node", devices=("/dev/kfd", "/dev/dri"), cache="/shared/cache"):
@@ -69,3 +70,26 @@ def test_yes_no_settings_given_as_strings_on_the_command_line_read_as_ansible_re
                        "mock_data": "false"}, 2, False)
     assert "kernel_log" not in args and args["rdma"] is False and "shared_marker" not in args
     assert args["lock"]["take"] is False and args["token_required"] is True
+
+
+def test_an_empty_token_file_setting_is_the_plans_and_the_handed_token_goes_there():
+    assert probe_args(plan(), "node1", {"hf_token_file": ""}, 2, False)["token_file"] == "/home/a/.hf_token"
+    assert token_dest(plan(), "node2", {"hf_token_file": ""}) == "/home/a/.hf_token"
+    assert token_dest(plan(), "node2", {"hf_token_file": "/run/token"}) == "/run/token"
+
+
+def test_every_failed_check_is_named_and_the_advice_names_the_inventory():
+    checks = [{"check": "docker", "ok": True, "detail": "ok"},
+              {"check": "busy", "ok": False, "detail": "run r0 holds it: teardown with -i <inventory>"},
+              {"check": "disk", "ok": False, "detail": "512 MiB free"}]
+    assert verdict("node2", checks, "inv/hosts.yml") == (
+        "preflight failed on node2: busy: run r0 holds it: teardown with -i inv/hosts.yml; disk: 512 MiB free")
+    assert verdict("node2", checks[:1], "inv/hosts.yml") == ""
+    assert "-i <inventory>" in verdict("node2", checks, "")
+
+
+def test_a_takeover_tears_down_the_other_run_on_the_node_naming_this_one():
+    args = takeover_args(plan(), "node2", {"docker_socket": "/run/docker.sock", "controller": "alice@login",
+                                           "address": "10.0.0.2"}, {"run_id": "r0", "busy": True})
+    assert args == {"docker_host": "unix:///run/docker.sock", "run_id": "r0", "node": "node2", "address": "10.0.0.2",
+                    "taken_over_by": {"by": "r1", "controller": "alice@login"}}
