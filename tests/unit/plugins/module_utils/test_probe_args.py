@@ -69,3 +69,8 @@ def test_yes_no_settings_given_as_strings_on_the_command_line_read_as_ansible_re
                        "mock_data": "false"}, 2, False)
     assert "kernel_log" not in args and args["rdma"] is False and "shared_marker" not in args
     assert args["lock"]["take"] is False and args["token_required"] is True
+
+
+def test_training_gpu_arch_auto_checks_the_arch_the_plan_detected():
+    args = probe_args(dict(plan(), gpu_arch="mi325"), "node1", {"gpu_arch": "auto"}, 2, False)
+    assert args["gpu_arch"] == "mi325"
