@@ -68,7 +68,7 @@ options:
     description:
       - The image to run (the playbooks pass C(training_container_image), an inventory value), over
         C(config.container_images[<vendor>]) and C(config.container_image); for example
-        V(nvcr.io/nvidia/pytorch:25.01-py3) with Megatron-LM on NVIDIA nodes.
+        V(nvcr.io/nvidia/pytorch:25.09-py3) with Megatron-LM on NVIDIA nodes.
       - The GPU vendor of the run is the hosts' C(training_gpu_vendor) (V(amd) or V(nvidia), an inventory or
         extra variable), else C(config.gpu_vendor), else the vendor the image names (C(nvcr.io/nvidia/),
         C(ghcr.io/nvidia/) - NVIDIA; C(rocm/) - AMD), else V(amd). Hosts of two vendors, or an image of the other
