@@ -36,6 +36,6 @@ class ActionModule(PlanAction):
             decided = {"detect": _arch.is_auto(args["gpu_arch"]), "archs": [], "path": exc.path,
                        "reason": "the config cannot be read (%s); the plan says why" % exc.message}
         result.update(changed=False, **decided)
-        result["msg"] = "%s the nodes' GPU arch: %s" % ("detect" if decided["detect"] else "no need to detect",
-                                                       decided["reason"])
+        verb = "detect" if decided["detect"] else "no need to detect"
+        result["msg"] = "%s the nodes' GPU arch: %s" % (verb, decided["reason"])
         return result

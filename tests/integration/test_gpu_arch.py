@@ -11,7 +11,6 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from test_nvidia_nodes import nvidia_nodes  # noqa: F401 (the fixture: the last two nodes become NVIDIA-like)
 from test_train_e2e import ANSIBLE_PLAYBOOK
 
 pytestmark = pytest.mark.cluster
@@ -44,7 +43,7 @@ def the_plan(tasks: dict) -> dict:
     return next(iter(tasks["Plan the run"].values()))["plan"]
 
 
-def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_nodes):  # noqa: F811
+def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_nodes):
     amd_nodes = [node for node in simcluster.nodes if node not in nvidia_nodes]
 
     proc, tasks = plan(simcluster, amd_nodes)
