@@ -11,11 +11,14 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _probe
 
-# The tools preflight asks (roles/preflight/defaults/main.yml, preflight_gpu_tools), in the same order.
+# The tools preflight asks (roles/preflight/defaults/main.yml, preflight_gpu_tools), in the same order, and
+# rocminfo.
 DEFAULT_TOOLS: List[Dict[str, Any]] = [
     {"path": "/opt/rocm/bin/amd-smi", "args": ["static", "--asic"]},
     {"path": "/usr/bin/amd-smi", "args": ["static", "--asic"]},
     {"path": "/opt/rocm/bin/rocm-smi", "args": ["--showproductname", "--json"]},
+    # in every ROCm runtime install, where the SMI tools may be missing
+    {"path": "/opt/rocm/bin/rocminfo", "args": []},
     {"path": "/usr/bin/nvidia-smi", "args": ["--query-gpu=index,name,driver_version,memory.total", "--format=csv"]},
 ]
 

@@ -8,7 +8,7 @@ module: training_gpus
 short_description: Say which GPUs a node has (vendor, model, arch), for the plan to pick the config's arch
 version_added: 0.2.0
 description:
-  - Asks the node's GPU tools (C(amd-smi), C(rocm-smi), C(nvidia-smi)) in the order of O(tools) until one lists
+  - Asks the node's GPU tools (C(amd-smi), C(rocm-smi), C(rocminfo), C(nvidia-smi)) in the order of O(tools) until one lists
     GPUs, and returns its report - vendor, count, model names, the canonical arch key (V(mi300x), V(mi325),
     V(h100); on AMD the gfx target's candidates when the model name says none), driver and CUDA version on
     NVIDIA - parsed as preflight's probe parses it.
@@ -24,7 +24,8 @@ options:
         for C(nvidia-smi), V(amd) otherwise) and, for nvidia-smi, C(version_args) (default V(--version)).
       - Default - the tools preflight asks (C(/opt/rocm/bin/amd-smi static --asic), C(/usr/bin/amd-smi static
         --asic), C(/opt/rocm/bin/rocm-smi --showproductname --json), C(/usr/bin/nvidia-smi
-        --query-gpu=index,name,driver_version,memory.total --format=csv)).
+        --query-gpu=index,name,driver_version,memory.total --format=csv)) and C(/opt/rocm/bin/rocminfo) (its GPU
+        agents) before nvidia-smi.
     type: list
     elements: dict
   arch_map:
