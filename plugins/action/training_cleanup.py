@@ -16,6 +16,10 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
+
+# The options that settings_from reads from the role's variables (<role>_<option>).
+ROLE_OPTIONS = ("docker_host", "plan", "run_id", "controller", "log_copy")
 
 
 def paths_from_plan(plan: Any, host: str, run_id: str, collect_log: bool) -> dict[str, str]:
@@ -40,6 +44,11 @@ class ActionModule(ActionBase):
         del tmp
         host = str(task_vars.get("inventory_hostname") or "")
         module_args = dict(self._task.args)
+        role = module_args.pop("settings_from", None)
+        if role:
+            module_args = dict(role_vars(self._templar, task_vars, str(role), ROLE_OPTIONS), **module_args)
+            module_args.setdefault("node", host)
+            module_args.setdefault("address", self._templar.template(task_vars.get("ansible_host") or host))
         plan = module_args.pop("plan", None)
         if plan is None:
             plan = (task_vars.get("ansible_facts") or {}).get("training_plan")

@@ -12,12 +12,14 @@ import time
 from typing import Any
 
 from ansible import constants as C
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
 from ansible_collections.clusterval.training.plugins.plugin_utils._throttle import slot
 
 PULL_MODULE = "community.docker.docker_image"
@@ -40,6 +42,7 @@ ARGUMENT_SPEC = dict(
     pull_retries=dict(type="int", default=3),
     pull_delay=dict(type="float", default=10.0),
     pull_throttle=dict(type="int", default=16),
+    settings_from=dict(type="str"),
 )
 
 
@@ -52,7 +55,10 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._arguments(task_vars)
+        if "msg" in args:
+            result.update(failed=True, msg="training_container: %s" % args["msg"])
+            return result
         plan = args["plan"] or (task_vars.get("ansible_facts") or {}).get("training_plan")
         host = task_vars.get("inventory_hostname")
         try:
@@ -81,6 +87,18 @@ class ActionModule(ActionBase):
             Display().display("%s would run (check mode): %s" % (host, json.dumps(
                 {"container": spec, "launch": result["launch"]}, indent=4, sort_keys=True)))
         return result
+
+    def _arguments(self, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The task's arguments over the role's variables (settings_from), validated; {msg} when invalid."""
+        given = dict(self._task.args)
+        role = given.get("settings_from")
+        if role:
+            given = dict(role_vars(self._templar, task_vars, str(role), ARGUMENT_SPEC), **given)
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(given)
+        if validated.error_messages:
+            where = " (the options, or the role's variables %s_<option>)" % role if role else ""
+            return {"msg": "; ".join(validated.error_messages) + where}
+        return validated.validated_parameters
 
     def _pull(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         """The image pulled on the node (a registry's hiccup retried), by at most pull_throttle nodes at once."""

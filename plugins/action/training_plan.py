@@ -48,6 +48,8 @@ ARGUMENT_SPEC = {
     "runs_dir": {"type": "path"},
     "hf_token_handed": {"type": "bool", "default": False},
     "container_image": {"type": "str"},
+    # host -> the training_gpus module's result (playbooks/tasks/plan.yml, when the arch is detected)
+    "gpus_found": {"type": "raw"},
 }
 
 
@@ -73,15 +75,15 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validation.error_messages:
-            raise AnsibleActionFail("training_plan: " + "; ".join(validation.error_messages))
-        args = validation.validated_parameters
+        args = self._validated(ARGUMENT_SPEC, "training_plan")
         hosts = self._hosts(args, task_vars)
         try:
             config_path, found_in = self._config_path(args["config"])
-            overrides = merge_overrides(check_overrides(args["overrides"], "training_overrides"),
-                                        check_overrides(args["overrides_extra"], "training_overrides_extra"))
+            overrides = self._overrides(args)
+            gpus_found = args["gpus_found"]
+            if gpus_found is not None and not isinstance(gpus_found, dict):
+                raise ConfigError("gpus_found", "an object of host name to the training_gpus result",
+                                  type(gpus_found).__name__)
         except ConfigError as exc:
             result.update(failed=True, msg=exc.message, problems=[problem._asdict() for problem in exc.problems])
             return result
@@ -90,7 +92,8 @@ class ActionModule(ActionBase):
             framework=args["framework"], overrides=overrides, iterations=args["iterations"],
             run_id=args["run_id"], remote_user=args["remote_user"] or self._remote_user(hosts, task_vars),
             warmup_steps=args["warmup_steps"], gpus_per_node=args["gpus_per_node"], sweep=args["sweep"],
-            hf_token_handed=args["hf_token_handed"], container_image=args["container_image"])
+            hf_token_handed=args["hf_token_handed"], container_image=args["container_image"],
+            gpus_found=gpus_found)
         try:
             plan = plan_run(load_config_file(config_path), hosts, options)
             if args["compact"]:
@@ -106,6 +109,18 @@ class ActionModule(ActionBase):
         result.update(plan_result(plan, args["runs_dir"]))
         result["msg"] = "%s; training config %s (%s)" % (result["msg"], config_path, found_in)
         return result
+
+    def _validated(self, spec, name):
+        validation = ArgumentSpecValidator(spec).validate(self._task.args)
+        if validation.error_messages:
+            raise AnsibleActionFail("%s: %s" % (name, "; ".join(validation.error_messages)))
+        return validation.validated_parameters
+
+    @staticmethod
+    def _overrides(args):
+        """training_overrides_extra deep-merged over training_overrides (each checked, named in errors)."""
+        return merge_overrides(check_overrides(args["overrides"], "training_overrides"),
+                               check_overrides(args["overrides_extra"], "training_overrides_extra"))
 
     def _config_path(self, path):
         """The config file and where it was found (config_candidates)."""

@@ -18,6 +18,7 @@ from ansible.utils.display import Display
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
     SETTINGS, probe_args, takeover_args, token_dest, verdict)
+from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
 
 PROBE = "clusterval.training.training_probe"
 CLEANUP = "clusterval.training.training_cleanup"
@@ -72,10 +73,8 @@ class ActionModule(ActionBase):
         return result
 
     def _role_settings(self, task_vars: dict[str, Any], role: str) -> dict[str, Any]:
-        """The role's variables (<role>_<setting>) as settings: a setting left at a literal default costs no
-        template per node (a task's Jinja expressions are compiled again in every node's worker)."""
-        settings = {name: self._templar.template(task_vars[role + "_" + name])
-                    for name in SETTINGS if role + "_" + name in task_vars}
+        """The role's variables (<role>_<setting>) as settings, and the node's address."""
+        settings = role_vars(self._templar, task_vars, role, SETTINGS)
         host = str(task_vars.get("inventory_hostname") or "")
         settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
         settings["hf_token_handed"] = bool(settings.get("hf_token_source"))

@@ -324,10 +324,17 @@ class Selection(NamedTuple):
     path: str
 
 
-def select_model_params(config: Mapping[str, Any], model: Optional[str] = None,
-                        gpu_arch: Optional[str] = None, mode: Optional[str] = None,
-                        nhosts: int = 1) -> Selection:
-    """Picks model_params[mode][model][gpu_arch], defaulting to the only choice present."""
+class ArchChoices(NamedTuple):
+    """The GPU arch entries the config offers for the chosen mode and model (documentation keys left out)."""
+    mode: str
+    model: str
+    path: str               # model_params.<mode>.<model>
+    archs: List[str]        # in the config's order
+
+
+def arch_choices(config: Mapping[str, Any], model: Optional[str] = None, mode: Optional[str] = None,
+                 nhosts: int = 1) -> ArchChoices:
+    """The mode and model chosen as select_model_params chooses them, and the arch keys offered there."""
     model_params = config["model_params"]
     mode = _select_mode(model_params, mode, nhosts)
     mode_path = join_path("model_params", mode)
@@ -335,6 +342,15 @@ def select_model_params(config: Mapping[str, Any], model: Optional[str] = None,
     model = _select_key(models, model, mode_path, "model", "training_model")
     model_path = join_path(mode_path, model)
     archs = require_dict(models, model, mode_path)
+    return ArchChoices(mode, model, model_path, [key for key in archs if not is_documentation_key(key)])
+
+
+def select_model_params(config: Mapping[str, Any], model: Optional[str] = None,
+                        gpu_arch: Optional[str] = None, mode: Optional[str] = None,
+                        nhosts: int = 1) -> Selection:
+    """Picks model_params[mode][model][gpu_arch], defaulting to the only choice present."""
+    mode, model, model_path, dummy = arch_choices(config, model, mode, nhosts)
+    archs = config["model_params"][mode][model]
     gpu_arch = _select_key(archs, gpu_arch, model_path, "GPU arch", "training_gpu_arch")
     params_path = join_path(model_path, gpu_arch)
     params = require_dict(archs, gpu_arch, model_path)

@@ -30,7 +30,8 @@ GFX_ARCHS: Dict[str, Tuple[str, ...]] = {
     "gfx908": ("mi100",),
 }
 AMD_ARCH = re.compile(r"^mi(\d{3})([a-z]?)$")
-GFX = re.compile(r"(?:TARGET_GRAPHICS_VERSION:\s*|\"GFX Version\":\s*\")(gfx[0-9a-f]+)", re.I)
+GFX = re.compile(r"(?:TARGET_GRAPHICS_VERSION:\s*|\"GFX Version\":\s*\")(gfx[0-9a-f]+)"
+                 r"|^\s*Name:\s*(gfx[0-9a-f]+)\s*$", re.I | re.M)   # amd-smi, rocm-smi --json; rocminfo's agents
 CUDA_VERSION = re.compile(r"CUDA Version\s*:\s*([0-9][0-9.]*)")
 DRIVER_VERSION = re.compile(r"(?:DRIVER version\s*:|Driver Version:)\s*([0-9][0-9.]*)")
 CSV_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
@@ -77,7 +78,7 @@ def arch_of_models(models: Sequence[str], arch_map: Optional[Mapping[str, str]] 
 
 
 def gfx_targets(output: str) -> List[str]:
-    return sorted(set(target.lower() for target in GFX.findall(output)))
+    return sorted(set((smi or rocminfo).lower() for smi, rocminfo in GFX.findall(output)))
 
 
 def nvidia_csv(output: str) -> List[Dict[str, str]]:

@@ -37,6 +37,9 @@ AMD_SMI_GPU = re.compile(r"^GPU: (\d+)\s*$", re.M)
 AMD_SMI_MODEL = re.compile(r"^\s*MARKET_NAME: (.+?)\s*$", re.M)
 ROCM_SMI_CARD = re.compile(r"^(card\d+)\b", re.M)
 ROCM_SMI_GPU = re.compile(r"^GPU\[(\d+)\]", re.M)
+ROCMINFO_AGENT = re.compile(r"^Agent \d+\s*$", re.M)
+ROCMINFO_GPU = re.compile(r"^\s*Device Type:\s*GPU\s*$", re.M)
+ROCMINFO_MODEL = re.compile(r"^\s*Marketing Name:\s*(.+?)\s*$", re.M)
 SYSFS_RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
 RAS_UE = re.compile(r"^ue:\s*(\d+)", re.M)
 
@@ -51,7 +54,8 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
 
     Formats (real samples in tests/fixtures/real-logs/gpu_tools_real.txt): ``amd-smi static --asic`` (text: one
     ``GPU: N`` block each, ``MARKET_NAME:``) or ``--json`` (a list); ``rocm-smi --showproductname`` ``--json``
-    (``card0``... keys), ``--csv`` (``card0,...`` rows) or text (``GPU[0]`` lines); ``nvidia-smi
+    (``card0``... keys), ``--csv`` (``card0,...`` rows) or text (``GPU[0]`` lines); ``rocminfo`` (the GPU
+    agents: ``Device Type: GPU``, ``Marketing Name:``); ``nvidia-smi
     --query-gpu=... --format=csv`` (a header line, then one line each; ``_gpus.nvidia_csv``).
     """
     name = os.path.basename(tool)
@@ -72,6 +76,12 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
             return len(set(cards)), []
         gpus = ROCM_SMI_GPU.findall(output)
         return (len(set(gpus)) if gpus else None), []
+    if name.startswith("rocminfo"):
+        # one block per HSA agent (CPUs too): the GPU agents and their marketing names
+        agents = ROCMINFO_AGENT.split(output)[1:]
+        gpus = [agent for agent in agents if ROCMINFO_GPU.search(agent)]
+        models = [found.group(1) for found in map(ROCMINFO_MODEL.search, gpus) if found]
+        return (len(gpus) if agents else None), models
     if name.startswith("nvidia-smi"):
         models = [row.get("name", "") for row in _gpus.nvidia_csv(output)]
         return len(models), models

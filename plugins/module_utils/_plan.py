@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _maxtext, _megatron, _primus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -150,6 +150,9 @@ class PlanOptions:
     hf_token_handed: bool = False
     # The image to run (training_container_image, an inventory value): wins over config.container_image(s).
     container_image: Optional[str] = None
+    # What the nodes' GPU tools said (host -> the training_gpus module's result), when the plan had to ask
+    # them: training_gpu_arch not given and the config offers several archs, or training_gpu_arch=auto.
+    gpus_found: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -180,6 +183,8 @@ class Context:
     xla_checked: Optional[Dict[str, Any]] = None
     gpu_vendor: str = _gpus.AMD
     gpu_vendor_source: str = "the default"
+    gpu_arch_source: str = "the config's only arch entry"
+    gpu_arch_detected: Optional[_arch.Detected] = None
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -255,6 +260,8 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "mode": ctx.selection.mode,
         "model": ctx.selection.model,
         "gpu_arch": ctx.selection.gpu_arch,
+        "gpu_arch_source": ctx.gpu_arch_source,
+        **({"gpu_arch_detected": ctx.gpu_arch_detected.as_dict()} if ctx.gpu_arch_detected else {}),
         "gpu_vendor": ctx.gpu_vendor,
         "gpu_vendor_source": ctx.gpu_vendor_source,
         "trains_model": common["trains_model"],
@@ -321,7 +328,9 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
         steps = to_int(options.iterations, "iterations", minimum=1)
         merged["config"][STEPS_KEY[framework]] = str(steps)
     data = resolve_user(merged, options.remote_user)
-    selection = select_model_params(data, options.model, options.gpu_arch, options.mode, len(hosts))
+    gpu_arch, detected = _arch.choose(data, [host.name for host in hosts], options.model, options.gpu_arch,
+                                      options.mode, options.gpus_found)
+    selection = select_model_params(data, options.model, gpu_arch, options.mode, len(hosts))
     config = data["config"]
     refuse_unset(config, selection)
     refuse_unsafe_strings(config, selection)
@@ -337,6 +346,7 @@ def prepare(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: PlanO
     log_dir = absolute_path(config, "log_dir")
     ctx = Context(framework, selection, config, without_documentation(selection.params), options, total,
                   run_id, "%s/clusterval/%s" % (log_dir.rstrip("/"), run_id))
+    ctx.gpu_arch_source, ctx.gpu_arch_detected = _arch.arch_source(options.gpu_arch, detected), detected
     choose_vendor(ctx, hosts)
     warn_about_nnodes(ctx, len(hosts))
     warn_about_unused_keys(ctx)
@@ -366,6 +376,7 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
     else:
         named = _gpus.vendor_of_image(str(ctx.config.get("container_image", "")))
         vendor, source = (named, "the image") if named else (_gpus.AMD, "the default")
+    vendor, source = detected_vendor(ctx, hosts, vendor, source)
     ctx.gpu_vendor, ctx.gpu_vendor_source = vendor, source
     images = ctx.config.get("container_images")
     if images is not None and not isinstance(images, dict):
@@ -377,6 +388,21 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
         ctx.warnings.append("%s: the parameters and targets of the config's %s block run on %s GPUs (the config has "
                             "no block for them; its result_dict targets are %s's)"
                             % (ctx.selection.path, ctx.selection.gpu_arch, vendor, ctx.selection.gpu_arch))
+
+
+def detected_vendor(ctx: Context, hosts: Sequence[Host], vendor: str, source: str) -> Tuple[str, str]:
+    """With the nodes' GPUs detected: their vendor, unless the inventory or config.gpu_vendor names one, which
+    must then be theirs (the image's vendor is checked against the run's with the container spec)."""
+    detected = ctx.gpu_arch_detected
+    if detected is None or detected.vendor not in _gpus.VENDORS or detected.vendor == vendor:
+        return vendor, source
+    if source in ("the default", "the image"):
+        return detected.vendor, "detected on the nodes by %s" % ", ".join(detected.tools)
+    index = next((i for i, host in enumerate(hosts) if host.gpu_vendor), 0)
+    raise ConfigError("config.gpu_vendor" if source == "config.gpu_vendor" else
+                      join_path(join_path("hosts", index), "gpu_vendor"),
+                      "the vendor of the nodes' GPUs, %s (%s)" % (detected.vendor, detected.text),
+                      "%s (%s)" % (vendor, source))
 
 
 def checked_vendor(value: Any, path: str) -> str:

@@ -84,7 +84,9 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
         "mounts": [volume.split(":")[0] for volume in container.get("volumes") or []
                    if volume.split(":")[0] not in (node.get("directories") or [])],
         "token_required": not flag(settings, "mock_data", plan.get("mock_data", True)),
-        "gpu_arch": settings.get("gpu_arch") or plan.get("gpu_arch"),
+        # training_gpu_arch=auto: the arch the plan detected
+        "gpu_arch": (settings.get("gpu_arch") if str(settings.get("gpu_arch") or "").lower() != "auto" else None)
+        or plan.get("gpu_arch"),
         "gpu_tools": list(settings.get("gpu_tools") or []),
         "gpu_arch_map": dict(settings.get("gpu_arch_map") or {}),
         "disk_path": node["run_dir"],

@@ -87,6 +87,15 @@ options:
         arguments); V({}) for none.
     type: dict
     version_added: 0.3.0
+  settings_from:
+    description:
+      - A role whose variables give O(docker_host), O(plan), O(run_id), O(controller) and O(log_copy),
+        C(<role>_<option>) (the teardown role passes C(teardown)), read by the action from the host's variables; an
+        option given in the task wins. O(node) is then the host's name and O(address) its C(ansible_host). A variable
+        left at a literal default costs no template per node, where a task's argument is compiled again in every
+        node's worker.
+    type: str
+    version_added: 0.3.0
   collect_log:
     description: With O(plan), whether to bring the node's training log back to O(log_copy).
     type: bool
@@ -185,6 +194,7 @@ def main():
             controller=dict(type="str", default=""),
             taken_over_by=dict(type="dict"),
             plan=dict(type="dict"),
+            settings_from=dict(type="str"),
             collect_log=dict(type="bool", default=True),
             log_path=dict(type="str", default=""),
             log_copy=dict(type="path"),

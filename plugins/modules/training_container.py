@@ -97,6 +97,12 @@ options:
         not throttled).
     type: int
     default: 16
+  settings_from:
+    description:
+      - A role whose variables give the options, C(<role>_<option>) (the container role passes C(container)), read by
+        the action from the host's variables; an option given in the task wins. A variable left at a literal default
+        costs no template per node, where a task's argument is compiled again in every node's worker.
+    type: str
   owner:
     description: User owning the directories and files; empty keeps the connecting user.
     type: str
@@ -171,6 +177,7 @@ def main():
             pull_retries=dict(type="int", default=3),
             pull_delay=dict(type="float", default=10.0),
             pull_throttle=dict(type="int", default=16),
+            settings_from=dict(type="str"),
         ),
         supports_check_mode=True,
     )

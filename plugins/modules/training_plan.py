@@ -48,13 +48,27 @@ options:
   gpu_arch:
     description:
       - GPU arch key under the model, for example V(mi300x), V(mi325), V(mi350), V(mi355).
-      - Defaults to the only arch of the model; an error lists the available keys when there are several.
+      - Defaults to the only arch of the model. When the model has several, or with V(auto), the arch is the
+        one the nodes' GPUs show (O(gpus_found)); without O(gpus_found) an error lists the available keys.
     type: str
+  gpus_found:
+    description:
+      - What each node's GPU tool said, host name to the result of M(clusterval.training.training_gpus) (its
+        C(gpu) report and C(tried)); C(playbooks/tasks/plan.yml) asks the nodes and passes it when the arch is
+        to be detected (see M(clusterval.training.training_arch)).
+      - Used only when O(gpu_arch) is not given and the model has several arch entries, or is V(auto). Every
+        node must list GPUs of one arch that the config has an entry for (compared in canonical form, V(MI325X)
+        is V(mi325)); otherwise the task fails naming the config's path, the nodes of each arch and the
+        config's archs. The plan's C(gpu_arch_source) and C(gpu_arch_detected) say what was detected, where
+        and by which tool.
+      - The detected vendor is the run's when neither the inventory's C(training_gpu_vendor) nor
+        C(config.gpu_vendor) names one, and must be theirs when they do.
+    type: raw
   container_image:
     description:
       - The image to run (the playbooks pass C(training_container_image), an inventory value), over
         C(config.container_images[<vendor>]) and C(config.container_image); for example
-        V(nvcr.io/nvidia/pytorch:25.01-py3) with Megatron-LM on NVIDIA nodes.
+        V(nvcr.io/nvidia/pytorch:25.09-py3) with Megatron-LM on NVIDIA nodes.
       - The GPU vendor of the run is the hosts' C(training_gpu_vendor) (V(amd) or V(nvidia), an inventory or
         extra variable), else C(config.gpu_vendor), else the vendor the image names (C(nvcr.io/nvidia/),
         C(ghcr.io/nvidia/) - NVIDIA; C(rocm/) - AMD), else V(amd). Hosts of two vendors, or an image of the other
@@ -225,6 +239,9 @@ plan:
     model: llama3.1-70b
     trains_model: llama3.1-70b
     gpu_arch: mi300x
+    gpu_arch_source: detected on node[1-2] by amd-smi (8 x AMD Instinct MI300X (mi300x, gfx942))
+    gpu_arch_detected: {key: mi300x, arch: mi300x, vendor: amd, nodes: [node1, node2], tools: [amd-smi],
+                        models: [AMD Instinct MI300X], text: "detected on node[1-2] by amd-smi (...)"}
     final_step: 29
     total_steps: 30
     warmup_steps: 3

@@ -137,3 +137,14 @@ def four_nodes(simcluster) -> list[str]:
     if len(simcluster.nodes) < 4:
         pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
     return simcluster.nodes[:4]
+
+
+@pytest.fixture()
+def nvidia_nodes(simcluster) -> list[str]:
+    """The last two nodes made NVIDIA-like for the test (`scripts/simcluster vendor nvidia`), AMD-like after."""
+    nodes = simcluster.nodes[-2:]
+    subprocess.run([str(SIMCLUSTER), "vendor", "nvidia", *nodes], check=True, capture_output=True, timeout=60)
+    try:
+        yield nodes
+    finally:
+        subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nodes], check=True, capture_output=True, timeout=60)

@@ -4,13 +4,11 @@ stand-ins), whose containers get their GPUs through Docker's device request; AMD
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import SIMCLUSTER
 from test_train_e2e import MEGATRON_ARGS, MEGATRON_MULTI, assert_no_training_container, results, run_train, sim_env
 
 pytestmark = pytest.mark.cluster
@@ -49,16 +47,6 @@ def watched_run(cluster, node, *args, **kwargs):
         watch.stop.set()
         watch.join(timeout=10)
     return proc, watch
-
-
-@pytest.fixture()
-def nvidia_nodes(simcluster):
-    nodes = simcluster.nodes[-2:]
-    subprocess.run([str(SIMCLUSTER), "vendor", "nvidia", *nodes], check=True, capture_output=True, timeout=60)
-    try:
-        yield nodes
-    finally:
-        subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nodes], check=True, capture_output=True, timeout=60)
 
 
 def test_megatron_seed_on_nvidia_nodes_gets_its_gpus_through_a_device_request(simcluster, nvidia_nodes, tmp_path):

@@ -130,3 +130,14 @@ def test_a_given_arch_that_differs_from_the_detected_one_names_both(tmp_path):
     arch = [c for c in checks if c["check"] == "gpu_arch"][0]
     assert arch["ok"] is False
     assert "found mi350 but the run is planned for mi300x" in arch["detail"] and "gfx950" in arch["detail"]
+
+
+def test_rocminfo_counts_the_gpu_agents_and_names_their_model_and_gfx_target():
+    # a real rocminfo: a CPU agent (not counted) and a GPU agent whose ISA name also says gfx942
+    assert _health.gpu_inventory("/opt/rocm/bin/rocminfo", REAL["GT-04"]) == (1, ["AMD Instinct MI300X"])
+    report = _probe.gpu_report({"path": "/opt/rocm/bin/rocminfo", "args": []}, {}, prints(REAL["GT-04"]))
+    assert (report["vendor"], report["count"], report["arch"], report["gfx"]) == ("amd", 1, "mi300x", ["gfx942"])
+    cpu_only = REAL["GT-04"].split("*******\nAgent 3")[0]
+    assert _health.gpu_inventory("/opt/rocm/bin/rocminfo", cpu_only) == (0, [])
+    assert _health.gpu_inventory("/opt/rocm/bin/rocminfo", "ROCk module is NOT loaded, possibly no GPU devices\n") \
+        == (None, [])

@@ -93,3 +93,8 @@ def test_a_takeover_tears_down_the_other_run_on_the_node_naming_this_one():
                                            "address": "10.0.0.2"}, {"run_id": "r0", "busy": True})
     assert args == {"docker_host": "unix:///run/docker.sock", "run_id": "r0", "node": "node2", "address": "10.0.0.2",
                     "taken_over_by": {"by": "r1", "controller": "alice@login"}}
+
+
+def test_training_gpu_arch_auto_checks_the_arch_the_plan_detected():
+    args = probe_args(dict(plan(), gpu_arch="mi325"), "node1", {"gpu_arch": "auto"}, 2, False)
+    assert args["gpu_arch"] == "mi325"
