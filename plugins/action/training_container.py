@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
+from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
@@ -84,8 +85,9 @@ class ActionModule(ActionBase):
         result["container"] = spec
         if self._task.check_mode:
             result["launch"] = node_view(plan, host).get("launch")
-            Display().display("%s would run (check mode): %s" % (host, json.dumps(
-                {"container": spec, "launch": result["launch"]}, indent=4, sort_keys=True)))
+            if human_stdout(str(C.DEFAULT_STDOUT_CALLBACK)):
+                Display().display("%s would run (check mode): %s" % (host, json.dumps(
+                    {"container": spec, "launch": result["launch"]}, indent=4, sort_keys=True)))
         return result
 
     def _arguments(self, task_vars: dict[str, Any]) -> dict[str, Any]:

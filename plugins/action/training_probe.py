@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
     SETTINGS, probe_args, takeover_args, token_dest, verdict)
@@ -65,8 +67,10 @@ class ActionModule(ActionBase):
             return result
         if result.get("took_over"):
             self._take_over(result, plan, host, settings, task_vars)
-        for line in result.get("lines") or []:
-            Display().display(line)
+        # Beside a machine-read stdout (json), the result's lines carry the report.
+        if human_stdout(str(C.DEFAULT_STDOUT_CALLBACK)):
+            for line in result.get("lines") or []:
+                Display().display(line)
         message = verdict(host, result.get("checks") or [], str(task_vars.get("inventory_file") or ""))
         if message:
             result.update(failed=True, msg=message)
@@ -99,6 +103,6 @@ class ActionModule(ActionBase):
         except AnsibleConnectionFailure as exc:
             cleanup = {"failed": True, "msg": to_text(exc)}
         result["takeover"] = cleanup
-        Display().display("%s: TAKEOVER of run %s: %s" % (host, run_id, cleanup.get("msg", "")))
+        result.setdefault("lines", []).append("%s: TAKEOVER of run %s: %s" % (host, run_id, cleanup.get("msg", "")))
         if cleanup.get("failed"):
             result.update(failed=True, msg="%s: the takeover of run %s failed: %s" % (host, run_id, cleanup.get("msg")))

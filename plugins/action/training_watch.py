@@ -107,7 +107,8 @@ class ActionModule(ActionBase):
         result.update(watch.poll(read, task_vars.get("inventory_hostname", ""), time.time()),
                       changed=False, state_dir=watch.directory)
         # Without the training_report callback (Ansible's defaults), the task prints its own progress line.
-        for line in own_progress_lines(result, list(C.CALLBACKS_ENABLED or [])):
+        for line in own_progress_lines(result, list(C.CALLBACKS_ENABLED or []),
+                                       stdout_callback=str(C.DEFAULT_STDOUT_CALLBACK)):
             Display().display(line)
         return result
 

@@ -280,13 +280,23 @@ def is_cluster_progress(result: Mapping[str, Any]) -> bool:
 
 # The collection's callback, which prints the progress and the verdict itself when it is enabled.
 REPORT_CALLBACK = "clusterval.training.training_report"
+# Stdout callbacks whose output a program reads: a task prints no line of its own beside them.
+MACHINE_STDOUT = ("json", "jsonl")
 
 
-def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH) -> List[str]:
+def human_stdout(stdout_callback: str) -> bool:
+    """Whether the stdout callback writes for people (``default``, ``yaml``, ``training_console``), not for a
+    program (``ansible.builtin.json``, ``jsonl``, ``ansible.posix.json``), so that a task may print its own lines."""
+    return str(stdout_callback or "default").rsplit(".", 1)[-1] not in MACHINE_STDOUT
+
+
+
+def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH,
+                       stdout_callback: str = "default") -> List[str]:
     """What the watch task prints itself at each poll when the training_report callback is not enabled (an
     installed collection run with Ansible's defaults): the cluster line, and at the last poll the node failures
     (the first five). Nothing when the callback prints them."""
-    if REPORT_CALLBACK in callbacks_enabled or not is_cluster_progress(result):
+    if REPORT_CALLBACK in callbacks_enabled or not is_cluster_progress(result) or not human_stdout(stdout_callback):
         return []
     failures = [failure_line(f, width) for f in (result.get("failures") or [])[:5]] if result.get("done") else []
     return ["clusterval: " + cluster_line(result, width - 12)] + failures

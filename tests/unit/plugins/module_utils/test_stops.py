@@ -218,3 +218,13 @@ def test_the_watch_prints_its_own_progress_only_without_the_callback():
     assert lines[0].startswith("clusterval: [") and "1/2 done" in lines[0]
     assert len(lines) == 2 and "node2" in lines[1] and "Segmentation fault" in lines[1]
     assert _console.own_progress_lines({"host": "node1", "step": 3}, []) == []  # a per-node result: no line
+    # beside a stdout that a program reads (json), no line of its own: the results carry the progress
+    assert _console.own_progress_lines(result, [], stdout_callback="ansible.builtin.json") == []
+    assert _console.own_progress_lines(result, [], stdout_callback="clusterval.training.training_console") == lines
+
+
+def test_a_task_prints_its_own_lines_only_beside_a_stdout_that_people_read():
+    assert _console.human_stdout("default") and _console.human_stdout("clusterval.training.training_console")
+    assert _console.human_stdout("community.general.yaml") and _console.human_stdout("")
+    assert not _console.human_stdout("json") and not _console.human_stdout("ansible.builtin.json")
+    assert not _console.human_stdout("ansible.posix.jsonl")
