@@ -290,7 +290,6 @@ def human_stdout(stdout_callback: str) -> bool:
     return str(stdout_callback or "default").rsplit(".", 1)[-1] not in MACHINE_STDOUT
 
 
-
 def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH,
                        stdout_callback: str = "default") -> List[str]:
     """What the watch task prints itself at each poll when the training_report callback is not enabled (an

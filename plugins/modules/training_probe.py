@@ -494,7 +494,7 @@ def main():
                 writer=dict(type="str", default="the first node"),
                 wait=dict(type="float", default=0.0),
             ), required_if=[("mode", "write", ["token"]), ("mode", "read", ["token"])]),
-            hf_token=dict(type="dict", options=dict(
+            hf_token=dict(type="dict", no_log=False, options=dict(
                 content=dict(type="str", required=True, no_log=True),
                 dest=dict(type="path", required=True),
             )),

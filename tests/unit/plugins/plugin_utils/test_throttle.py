@@ -18,9 +18,11 @@ def hold(directory: str, slots: int, log: str) -> None:
 
 
 def most_at_once(log: str) -> int:
-    events = sorted((float(when), kind) for kind, when in (line.split() for line in open(log, encoding="utf-8")))
+    with open(log, encoding="utf-8") as handle:
+        events = [(float(when), kind) for kind, when in (line.split() for line in handle)]
     inside = peak = 0
-    for _, kind in sorted(events, key=lambda event: (event[0], event[1] == "in")):
+    # an exit and an entry at the same instant: the exit first
+    for dummy, kind in sorted(events, key=lambda event: (event[0], event[1] == "in")):
         inside += 1 if kind == "in" else -1
         peak = max(peak, inside)
     return peak
@@ -28,7 +30,7 @@ def most_at_once(log: str) -> int:
 
 def test_no_more_than_the_slots_hold_at_once_and_every_one_gets_its_turn(tmp_path):
     log = str(tmp_path / "log")
-    workers = [multiprocessing.Process(target=hold, args=(str(tmp_path / "slots"), 2, log)) for _ in range(5)]
+    workers = [multiprocessing.Process(target=hold, args=(str(tmp_path / "slots"), 2, log)) for dummy in range(5)]
     for worker in workers:
         worker.start()
     for worker in workers:
