@@ -35,15 +35,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        module_args = dict(self._task.args)
-        plan = module_args.pop("plan", None)
-        settings = module_args.pop("settings", None)
-        role = module_args.pop("settings_from", None)
-        if role:
-            settings = dict(self._role_settings(task_vars, str(role)), **(settings or {}))
-        if plan is None and settings is not None:
-            plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
-        settings = settings or {}
+        plan, settings, module_args = self._inputs(task_vars)
         if plan is None:
             result.update(self._execute_module(module_name=PROBE, module_args=module_args, task_vars=task_vars))
             return result
@@ -75,6 +67,19 @@ class ActionModule(ActionBase):
         if message:
             result.update(failed=True, msg=message)
         return result
+
+    def _inputs(self, task_vars: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+        """The plan (with settings, the fact training_plan by default), the settings (the role's variables under
+        those given) and the module's own arguments."""
+        module_args = dict(self._task.args)
+        plan = module_args.pop("plan", None)
+        settings = module_args.pop("settings", None)
+        role = module_args.pop("settings_from", None)
+        if role:
+            settings = dict(self._role_settings(task_vars, str(role)), **(settings or {}))
+        if plan is None and settings is not None:
+            plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
+        return plan, settings or {}, module_args
 
     def _role_settings(self, task_vars: dict[str, Any], role: str) -> dict[str, Any]:
         """The role's variables (<role>_<setting>) as settings, and the node's address."""
