@@ -23,9 +23,9 @@ SITE = {"config": {"nccl_ib_hca_list": "bnxt_re0,bnxt_re1", "nccl_ib_hca": "bnxt
                    "nic_type": "thor2"}}
 # The seed configs, and the validation suite's own (legacy and versioned formats, tests/fixtures/cvs).
 JAX_CONFIGS = sorted(
-    [os.path.relpath(path, REPO) for path in glob.glob(os.path.join(REPO, "configs", "jax", "*.json"))]
-    + [os.path.relpath(path, REPO) for path in glob.glob(os.path.join(REPO, "tests", "fixtures", "cvs", "jax*",
-                                                                        "*.json")) if "threshold" not in path])
+    os.path.relpath(path, REPO)
+    for pattern in (("configs", "jax", "*.json"), ("tests", "fixtures", "cvs", "jax*", "*.json"))
+    for path in glob.glob(os.path.join(REPO, *pattern)) if "threshold" not in path)
 SEED = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
 
 
