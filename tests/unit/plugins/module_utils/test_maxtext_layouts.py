@@ -83,6 +83,17 @@ def test_every_key_written_is_in_the_base_yml_of_the_maxtext_the_image_runs(path
     assert not [w for w in result["warnings"] if "without a word" in w]
 
 
+def test_every_command_line_key_is_one_every_layout_has():
+    """MaxText of 2025 stops on a command-line key its config lacks ("Key ... was passed at the command line but
+    isn't in config.", 0f12f3da src/MaxText/pyconfig.py line 491)."""
+    arguments = _maxtext.command_args("/run/maxtext.yml", "/run/output")
+    assert arguments[0] == "/run/maxtext.yml"
+    keys = [argument.split("=", 1)[0] for argument in arguments[1:]]
+    assert keys == ["base_output_directory"]
+    for name in LAYOUT_NAMES:
+        assert set(keys) <= set(layout(name)["keys"]), name
+
+
 def test_every_model_name_the_collection_writes_is_one_every_layout_accepts():
     for name in LAYOUT_NAMES:
         assert sorted(set(MODELS) - set(layout(name)["model_names"])) == [], name
