@@ -16,6 +16,7 @@ try:  # PyYAML comes with ansible-core; this module runs on the controller only 
 except ImportError as exc:  # pragma: no cover - ansible-core requires PyYAML
     yaml = None
     YAML_IMPORT_ERROR = str(exc)
+from ansible_collections.clusterval.training.plugins.module_utils._maxtext_keys import KEYS_2025, NOT_IN_LEGACY
 from ansible_collections.clusterval.training.plugins.module_utils._models import (
     MODELS, canonical, contradicting_maxtext_keys, model_with_maxtext_dims)
 
@@ -30,15 +31,21 @@ class Layout(NamedTuple):
 
 
 # The launch script runs the first train script the image has and writes the layout's name to the log.
+# The sources of each note: docs/config.md ("MaxText layouts") and tests/fixtures/maxtext/SOURCE.md.
 LAYOUTS = (
     Layout("maxtext-package", "/workspace/maxtext/src/maxtext/trainers/pre_train/train.py",
            "today's MaxText (the PyPI wheel maxtext 0.2.5, run by the simulated cluster's real-framework "
            "image): package maxtext, trainers/pre_train/train.py, its configs/base.yml found by pyconfig; needs "
-           "DECOUPLE_GCLOUD=TRUE without Google Cloud; step lines add lm_loss and perplexity"),
+           "DECOUPLE_GCLOUD=TRUE without Google Cloud; refuses a key it does not know (MAXTEXT CONFIG ERROR); "
+           "step lines add lm_loss and perplexity"),
     Layout("maxtext-2025", "/workspace/maxtext/src/MaxText/train.py",
-           "MaxText of 2025 (src/MaxText/train.py, src/MaxText/configs/base.yml), the layout the collection "
-           "targets for rocm/jax-training:maxtext-v25.9 (September 2025); step lines end with loss"),
-    Layout("maxtext-legacy", "/workspace/maxtext/MaxText/train.py", "MaxText before its src/ layout"),
+           "MaxText of September 2025 on (src/MaxText/train.py, src/MaxText/configs/base.yml; upstream's layout "
+           "from 2025-09-03, the validation suite's from 2026-03); ignores a config file key it does not know; "
+           "step lines end with loss"),
+    Layout("maxtext-legacy", "/workspace/maxtext/MaxText/train.py",
+           "MaxText before its src/ layout (upstream until 2025-09-03), and ROCm's MaxText in "
+           "rocm/jax-training:maxtext-v25.9 as the validation suite ran it (MaxText/train.py); ignores a config "
+           "file key it does not know; step lines end with loss"),
 )
 TRAIN_SCRIPTS = tuple(layout.train_script for layout in LAYOUTS)
 # Seed model_params keys that MaxText does not know; they must never reach it.
@@ -49,6 +56,10 @@ NON_MAXTEXT_KEYS = frozenset((
 _INT = re.compile(r"^[+-]?[0-9][0-9_]*$")
 _FLOAT = re.compile(r"^[+-]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9]+|[0-9][0-9_]*)(?:[eE][+-]?[0-9]+)?$")
 _YAML_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A config file key that pyconfig reads itself, in every layout: the parent config (pyconfig.py, _BASE_CONFIG_ATTR).
+PYCONFIG_KEYS = frozenset(("base_config",))
+# ROCm's images of 2025 (maxtext-v25.9: September 2025) run MaxText of 2025.
+_IMAGE_2025 = re.compile(r"(?:^|/)rocm/jax-training:maxtext-v25\.")
 _ICI = re.compile(r"^ici_[a-z_]+_parallelism$")
 _DCN = re.compile(r"^dcn_[a-z_]+_parallelism$")
 
@@ -101,6 +112,29 @@ def check_model(model: str, params: Mapping[str, Any], path: str) -> ModelCheck:
         warnings.append("%s: %s %s MaxText's %s model file%s; MaxText's model file wins: this run "
                         "trains %s (model_name: %s)" % (path, values, verb, name, whose, name, name))
     return ModelCheck(name, name, warnings)
+
+
+def runs_maxtext_2025(image: str) -> bool:
+    """Whether the image's tag names a MaxText of 2025 (rocm/jax-training:maxtext-v25.N)."""
+    return bool(_IMAGE_2025.search(image.split("@", 1)[0]))
+
+
+def key_warnings(image: str, params: Mapping[str, Any], path: str) -> List[str]:
+    """For an image of MaxText 2025, the config keys that its base.yml lacks: MaxText of 2025 checks only the
+    command-line keys, so it would ignore them without a word (today's MaxText refuses them when it starts)."""
+    if not runs_maxtext_2025(image):
+        return []
+    warnings = []
+    for key in params:
+        if key in PYCONFIG_KEYS:
+            continue
+        if key not in KEYS_2025:
+            warnings.append("%s: MaxText of 2025 (%s) has no key %s: it would ignore it without a word"
+                            % (join_path(path, key), image, key))
+        elif key in NOT_IN_LEGACY:
+            warnings.append("%s: only MaxText of September 2025 on (src/MaxText) has the key %s; the MaxText/ "
+                            "layout (maxtext-legacy) would ignore it without a word" % (join_path(path, key), key))
+    return warnings
 
 
 def check_parallelism(params: Mapping[str, Any], gpus_per_node: int, nnodes: int, path: str) -> None:

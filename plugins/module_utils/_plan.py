@@ -790,6 +790,7 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
     ctx.warnings.extend(check.warnings)
     values = _maxtext.maxtext_params(ctx.params, path)
+    ctx.warnings.extend(_maxtext.key_warnings(str(ctx.config.get("container_image", "")), values, path))
     enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
     yaml_path = "%s/maxtext.yml" % ctx.run_dir
     output_dir = "%s/output" % ctx.run_dir
