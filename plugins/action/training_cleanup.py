@@ -16,10 +16,12 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
-from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
+from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
-# The options that settings_from reads from the role's variables (<role>_<option>).
+# What settings_from reads from the role's variables (<role>_<name>): the options of these names, and the
+# role's settings below them. The teardown role leaves most of them unset: their defaults are computed here.
 ROLE_OPTIONS = ("docker_host", "plan", "run_id", "controller", "log_copy")
+ROLE_SETTINGS = ("run_dir", "collect_logs", "docker_timeout")
 
 
 def paths_from_plan(plan: Any, host: str, run_id: str, collect_log: bool) -> dict[str, str]:
@@ -45,11 +47,10 @@ class ActionModule(ActionBase):
         host = str(task_vars.get("inventory_hostname") or "")
         module_args = dict(self._task.args)
         role = module_args.pop("settings_from", None)
-        if role:
-            module_args = dict(role_vars(self._templar, task_vars, str(role), ROLE_OPTIONS), **module_args)
-            module_args.setdefault("node", host)
-            module_args.setdefault("address", self._templar.template(task_vars.get("ansible_host") or host))
         plan = module_args.pop("plan", None)
+        if role:
+            module_args = dict(self._role_arguments(task_vars, str(role), host, plan), **module_args)
+            plan = module_args.pop("plan")
         if plan is None:
             plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
         collect_log = boolean(module_args.pop("collect_log", True), strict=False)
@@ -64,7 +65,7 @@ class ActionModule(ActionBase):
             answer = {"unreachable": True, "msg": to_text(exc)}
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
-        log = answer.pop("log", None) or {}
+        log = without_invocation(answer).pop("log", None) or {}
         log_error = _cleanup.write_log_copy(log, copy) if log else ""
         result.update(answer)
         result.update(_cleanup.outcome_of(host, dict(answer, log=log), log_error))
@@ -73,3 +74,24 @@ class ActionModule(ActionBase):
         if log.get("data"):
             result["log_bytes"] = log.get("kept")
         return result
+
+    def _role_arguments(self, task_vars: dict[str, Any], role: str, host: str, plan: Any) -> dict[str, Any]:
+        """The module's arguments from the role's variables; those left unset take the plan's run (its id, and
+        its log collected into the run directory), the collection's training_* settings or the defaults."""
+        settings = role_vars(self._templar, task_vars, role, ROLE_OPTIONS + ROLE_SETTINGS,
+                             {"docker_host": "training_docker_host", "run_dir": "training_run_dir"})
+        role_plan = settings.pop("plan", None)
+        plan = role_plan if plan is None else plan
+        if plan is None:
+            plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
+        run_dir = str(settings.pop("run_dir", "") or "")
+        given_run = plan.get("run_id") if isinstance(plan, dict) and plan else task_vars.get("training_run_id")
+        arguments = {"node": host, "address": self._templar.template(task_vars.get("ansible_host") or host),
+                     "plan": plan, "run_id": self._templar.template(given_run or ""),
+                     "timeout": settings.pop("docker_timeout", 30),
+                     "collect_log": bool(run_dir) and host in ((plan or {}).get("nodes") or {})}
+        if run_dir:
+            arguments["log_copy"] = os.path.join(run_dir, "logs", host, "training.log")
+        if "collect_logs" in settings:
+            arguments["collect_log"] = settings.pop("collect_logs")
+        return dict(arguments, **settings)

@@ -20,7 +20,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._container_spe
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
-from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
+from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 from ansible_collections.clusterval.training.plugins.plugin_utils._throttle import slot
 
 PULL_MODULE = "community.docker.docker_image"
@@ -44,7 +44,13 @@ ARGUMENT_SPEC = dict(
     pull_delay=dict(type="float", default=10.0),
     pull_throttle=dict(type="int", default=16),
     settings_from=dict(type="str"),
+    job=dict(type="dict", default={}),
+    host_packages=dict(type="list", elements="str", default=[]),
 )
+# The options that job may give, from the role that built what the container runs.
+JOB_OPTIONS = ("command", "extra_volumes", "directories", "files", "stop_timeout")
+# The collection's settings that the role's unset variables stand for.
+COLLECTION_SETTINGS = {"docker_host": "training_docker_host", "spec_overrides": "training_container_spec_overrides"}
 
 
 class ActionModule(ActionBase):
@@ -71,17 +77,17 @@ class ActionModule(ActionBase):
         except (ConfigError, KeyError, TypeError) as exc:
             result.update(failed=True, msg="training_container: %s" % getattr(exc, "message", exc))
             return result
-        if args["pull"] and not self._task.check_mode:
-            pulled = self._pull(args, spec["image"], str(plan.get("run_id") or "run"), task_vars)
-            if pulled.get("failed") or pulled.get("unreachable"):
-                result.update(pulled, msg="pulling %s: %s" % (spec["image"], pulled.get("msg", "failed")))
-                return result
+        failure = self._prepare(args, spec["image"], str(plan.get("run_id") or "run"), task_vars)
+        if failure:
+            result.update(failure)
+            return result
+        owner = args["owner"] or plan.get("remote_user") or self._templar.template(task_vars.get("ansible_user"))
         module_args = {"docker_host": args["docker_host"], "spec": spec, "stop_timeout": args["stop_timeout"],
-                       "timeout": args["timeout"], "owner": args["owner"],
+                       "timeout": args["timeout"], "owner": owner,
                        "directories": files["directories"] + args["directories"],
                        "files": files["files"] + args["files"]}
-        result.update(self._execute_module(module_name="clusterval.training.training_container",
-                                           module_args=module_args, task_vars=task_vars))
+        result.update(without_invocation(self._execute_module(module_name="clusterval.training.training_container",
+                                                              module_args=module_args, task_vars=task_vars)))
         result["container"] = spec
         if self._task.check_mode:
             result["launch"] = node_view(plan, host).get("launch")
@@ -95,12 +101,38 @@ class ActionModule(ActionBase):
         given = dict(self._task.args)
         role = given.get("settings_from")
         if role:
-            given = dict(role_vars(self._templar, task_vars, str(role), ARGUMENT_SPEC), **given)
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(given)
+            given = dict(role_vars(self._templar, task_vars, str(role), ARGUMENT_SPEC, COLLECTION_SETTINGS), **given)
+        where = " (the options, or the role's variables %s_<option>)" % role if role else ""
+        job = given.pop("job", None) or {}
+        if not isinstance(job, dict) or set(job) - set(JOB_OPTIONS):
+            return {"msg": "job: expected a dict of %s, found %s%s" % (
+                ", ".join(JOB_OPTIONS), ", ".join(sorted(job)) if isinstance(job, dict) else type(job).__name__, where)}
+        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(given, **job))
         if validated.error_messages:
-            where = " (the options, or the role's variables %s_<option>)" % role if role else ""
             return {"msg": "; ".join(validated.error_messages) + where}
         return validated.validated_parameters
+
+    def _prepare(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The node's packages installed, then the image pulled where it is missing; the failed step's answer."""
+        if args["host_packages"]:
+            installed = self._install(args["host_packages"], task_vars)
+            if installed.get("failed") or installed.get("unreachable"):
+                return dict(installed, msg="installing %s on the node: %s" % (
+                    ", ".join(args["host_packages"]), installed.get("msg", "failed")))
+        if args["pull"] and not self._task.check_mode:
+            pulled = self._pull(args, image, run_id, task_vars)
+            if pulled.get("failed") or pulled.get("unreachable"):
+                return dict(pulled, msg="pulling %s: %s" % (image, pulled.get("msg", "failed")))
+        return {}
+
+    def _install(self, packages: list[str], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """ansible.builtin.package's own action (the node's package manager), in this task's call."""
+        task = self._task.copy()
+        task.args = {"name": packages, "state": "present"}
+        package = self._shared_loader_obj.action_loader.get(
+            "ansible.legacy.package", task=task, connection=self._connection, play_context=self._play_context,
+            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
+        return without_invocation(package.run(task_vars=task_vars))
 
     def _pull(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         """The image pulled on the node (a registry's hiccup retried), by at most pull_throttle nodes at once."""

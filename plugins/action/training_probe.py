@@ -20,9 +20,12 @@ from ansible_collections.clusterval.training.plugins.module_utils._console impor
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
     SETTINGS, probe_args, takeover_args, token_dest, verdict)
-from ansible_collections.clusterval.training.plugins.plugin_utils._role_vars import role_vars
+from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 PROBE = "clusterval.training.training_probe"
+# The collection's settings that the preflight role's unset variables stand for.
+COLLECTION_SETTINGS = {"gpu_arch": "training_gpu_arch", "hf_token_source": "training_hf_token_controller_file",
+                       "takeover": "training_takeover"}
 CLEANUP = "clusterval.training.training_cleanup"
 
 
@@ -53,8 +56,8 @@ class ActionModule(ActionBase):
         except OSError as exc:
             result.update(failed=True, msg="training_probe: the HF token file on the controller: %s" % exc)
             return result
-        result.update(self._execute_module(module_name=PROBE, module_args=dict(derived, **module_args, **token),
-                                           task_vars=task_vars))
+        result.update(without_invocation(self._execute_module(
+            module_name=PROBE, module_args=dict(derived, **module_args, **token), task_vars=task_vars)))
         if result.get("failed") or result.get("unreachable"):
             return result
         if result.get("took_over"):
@@ -83,7 +86,7 @@ class ActionModule(ActionBase):
 
     def _role_settings(self, task_vars: dict[str, Any], role: str) -> dict[str, Any]:
         """The role's variables (<role>_<setting>) as settings, and the node's address."""
-        settings = role_vars(self._templar, task_vars, role, SETTINGS)
+        settings = role_vars(self._templar, task_vars, role, SETTINGS, COLLECTION_SETTINGS)
         host = str(task_vars.get("inventory_hostname") or "")
         settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
         settings["hf_token_handed"] = bool(settings.get("hf_token_source"))

@@ -64,6 +64,7 @@ from typing import Any, Dict, List, Optional, Set
 from ansible import context
 
 from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import filter_loader, test_loader
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from ansible_collections.clusterval.training.plugins.module_utils._console import (
@@ -137,6 +138,14 @@ def exit_if_stuck(grace_s: float) -> threading.Timer:
     timer.daemon = True
     timer.start()
     return timer
+
+
+def load_jinja_plugins() -> None:
+    """Loads ansible-core's own Jinja filters and tests in this, the controller's, process. ansible-core loads
+    them on first use in each process; every worker it forks for a task and a node would load them again, and
+    inherits them loaded from here (benchmarks/node_cost_bench.py)."""
+    for loader in (filter_loader, test_loader):
+        list(loader.all())
 
 
 def report_document(data: Dict[str, Any]) -> Dict[str, Any]:
@@ -219,6 +228,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self.playbook = os.path.basename(str(getattr(playbook, "_file_name", "") or ""))
+        load_jinja_plugins()
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         self.task_name = str(task.get_name() or "")

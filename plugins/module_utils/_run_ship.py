@@ -156,7 +156,8 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
 
 def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Mapping[str, Any],
                   module_utils_dir: str, sources: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """One node's supervisor files and directories, the container's command and the status mount
+    """One node's supervisor config and status directory, and under ``container`` what its container runs (the
+    container role's ``job``: the supervisor's command, files and directories, and the status mount)
     (``node``: its part of the plan, ``_plan.node_view``)."""
     extra = dict(megatron_sizes(node)) if log_format(plan.get("framework")) == MEGATRON else {}
     if plan.get("warmup_steps") is not None:
@@ -164,9 +165,10 @@ def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Ma
     config = supervisor_config(node, plan, dict(settings, parse_extra=extra))
     files = supervisor_files(module_utils_dir, node["run_dir"], config, sources)
     status = config["status_dir"]
-    return {"files": files, "directories": sorted({os.path.dirname(f["path"]) for f in files}),
-            "command": supervised_command(node["run_dir"]), "status_dir": status,
-            "volume": "%s:%s" % (status, status), "config": config}
+    job = {"command": supervised_command(node["run_dir"]), "extra_volumes": ["%s:%s" % (status, status)],
+           "files": files, "directories": sorted({os.path.dirname(f["path"]) for f in files}),
+           "stop_timeout": int(config["stop_grace"])}
+    return {"container": job, "status_dir": status, "config": config}
 
 
 def cluster_shipments(plan: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any],

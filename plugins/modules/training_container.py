@@ -103,6 +103,22 @@ options:
         the action from the host's variables; an option given in the task wins. A variable left at a literal default
         costs no template per node, where a task's argument is compiled again in every node's worker.
     type: str
+  job:
+    description:
+      - What the container runs, as one dict from the role that built it (the C(train) role's shipment,
+        C(train_shipment.container)); its keys C(command), C(extra_volumes), C(directories), C(files) and
+        C(stop_timeout) stand for the options of those names. Read by the action plugin (with O(settings_from), the
+        variable C(<role>_job)), one template per node where five options would be five.
+    type: dict
+    default: {}
+  host_packages:
+    description:
+      - Packages installed on the node first (C(ansible.builtin.package), the node's package manager, C(state=present)),
+        such as the RDMA provider libraries the container mounts; by the action plugin, in the same task. Empty installs
+        nothing.
+    type: list
+    elements: str
+    default: []
   owner:
     description: User owning the directories and files; empty keeps the connecting user.
     type: str
@@ -178,6 +194,8 @@ def main():
             pull_delay=dict(type="float", default=10.0),
             pull_throttle=dict(type="int", default=16),
             settings_from=dict(type="str"),
+            job=dict(type="dict", default={}),
+            host_packages=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

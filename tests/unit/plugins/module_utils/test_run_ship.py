@@ -27,7 +27,8 @@ def test_every_nodes_shipment_at_once_is_each_nodes_own():
     together = _run_ship.cluster_shipments(plan, {h: node_view(plan, h) for h in hosts}, SETTINGS, MODULE_UTILS)
     for host in hosts:
         assert together[host] == _run_ship.node_shipment(plan, node_view(plan, host), SETTINGS, MODULE_UTILS)
-    configs = [json.loads(next(f["content"] for f in together[h]["files"] if f["path"].endswith("/config.json")))
+    configs = [json.loads(next(f["content"] for f in together[h]["container"]["files"]
+                               if f["path"].endswith("/config.json")))
                for h in hosts]
     assert [c["host"] for c in configs] == hosts
 
@@ -36,18 +37,22 @@ def test_the_supervisors_sources_are_read_once_and_shared_by_every_node():
     plan = jax_plan()
     hosts = list(plan["nodes"])
     together = _run_ship.cluster_shipments(plan, {h: node_view(plan, h) for h in hosts}, SETTINGS, MODULE_UTILS)
-    first, second = (together[h]["files"] for h in hosts[:2])
+    first, second = (together[h]["container"]["files"] for h in hosts[:2])
     node_side = [(a, b) for a, b in zip(first, second) if a["path"].endswith("/_run_node.py")]
     assert node_side and all(a["content"] is b["content"] for a, b in node_side)
 
 
 def test_the_container_runs_the_supervisor_on_the_shared_status_directory():
     plan = jax_plan(2)
-    shipment = _run_ship.node_shipment(plan, node_view(plan, "node1"), SETTINGS, MODULE_UTILS)
+    shipment = _run_ship.node_shipment(plan, node_view(plan, "node1"), dict(SETTINGS, stop_grace=7.5), MODULE_UTILS)
     run_dir = node_view(plan, "node1")["run_dir"]
-    python, bootstrap, config = shipment["command"]
+    job = shipment["container"]
+    python, bootstrap, config = job["command"]
     assert python == "python3" and bootstrap.startswith(run_dir + "/") and bootstrap.endswith("/supervise.py")
     assert config == os.path.join(os.path.dirname(bootstrap), "config.json")
-    assert {f["path"] for f in shipment["files"]} >= {bootstrap, config}
-    assert shipment["volume"] == "%s:%s" % (shipment["status_dir"], shipment["status_dir"])
+    assert {f["path"] for f in job["files"]} >= {bootstrap, config}
+    assert set(job["directories"]) == {os.path.dirname(f["path"]) for f in job["files"]}
+    assert job["extra_volumes"] == ["%s:%s" % (shipment["status_dir"], shipment["status_dir"])]
+    # Docker's stop timeout is the supervisor's grace: the container outlives the job's own stop.
+    assert job["stop_timeout"] == 7
     assert shipment["status_dir"] == _run_ship.status_dir(plan["data_cache_dir"], "r1")
