@@ -85,7 +85,7 @@ class ActionModule(ActionBase):
         if plan is None:
             plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
         run_dir = str(settings.pop("run_dir", "") or "")
-        given_run = plan.get("run_id") if isinstance(plan, dict) and plan else task_vars.get("training_run_id")
+        given_run = (plan.get("run_id") if isinstance(plan, dict) else None) or task_vars.get("training_run_id")
         arguments = {"node": host, "address": self._templar.template(task_vars.get("ansible_host") or host),
                      "plan": plan, "run_id": self._templar.template(given_run or ""),
                      "timeout": settings.pop("docker_timeout", 30),

@@ -77,9 +77,9 @@ class ActionModule(ActionBase):
         except (ConfigError, KeyError, TypeError) as exc:
             result.update(failed=True, msg="training_container: %s" % getattr(exc, "message", exc))
             return result
-        failure = self._prepare(args, spec["image"], str(plan.get("run_id") or "run"), task_vars)
-        if failure:
-            result.update(failure)
+        prepared = self._prepare(args, spec["image"], str(plan.get("run_id") or "run"), task_vars)
+        if prepared.get("failed") or prepared.get("unreachable"):
+            result.update(prepared)
             return result
         owner = args["owner"] or plan.get("remote_user") or self._templar.template(task_vars.get("ansible_user"))
         module_args = {"docker_host": args["docker_host"], "spec": spec, "stop_timeout": args["stop_timeout"],
@@ -88,7 +88,7 @@ class ActionModule(ActionBase):
                        "files": files["files"] + args["files"]}
         result.update(without_invocation(self._execute_module(module_name="clusterval.training.training_container",
                                                               module_args=module_args, task_vars=task_vars)))
-        result["container"] = spec
+        result.update(container=spec, **prepared)
         if self._task.check_mode:
             result["launch"] = node_view(plan, host).get("launch")
             if human_stdout(str(C.DEFAULT_STDOUT_CALLBACK)):
@@ -113,17 +113,20 @@ class ActionModule(ActionBase):
         return validated.validated_parameters
 
     def _prepare(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
-        """The node's packages installed, then the image pulled where it is missing; the failed step's answer."""
+        """The node's packages installed, then the image pulled where it is missing: the failed step's answer, else
+        {host_packages: {names, changed}} for packages installed."""
+        done = {}
         if args["host_packages"]:
             installed = self._install(args["host_packages"], task_vars)
             if installed.get("failed") or installed.get("unreachable"):
                 return dict(installed, msg="installing %s on the node: %s" % (
                     ", ".join(args["host_packages"]), installed.get("msg", "failed")))
+            done["host_packages"] = {"names": args["host_packages"], "changed": bool(installed.get("changed"))}
         if args["pull"] and not self._task.check_mode:
             pulled = self._pull(args, image, run_id, task_vars)
             if pulled.get("failed") or pulled.get("unreachable"):
                 return dict(pulled, msg="pulling %s: %s" % (image, pulled.get("msg", "failed")))
-        return {}
+        return done
 
     def _install(self, packages: list[str], task_vars: dict[str, Any]) -> dict[str, Any]:
         """ansible.builtin.package's own action (the node's package manager), in this task's call."""

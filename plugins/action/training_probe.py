@@ -80,13 +80,15 @@ class ActionModule(ActionBase):
         role = module_args.pop("settings_from", None)
         if role:
             settings = dict(self._role_settings(task_vars, str(role)), **(settings or {}))
+            role_plan = settings.pop("plan", None)
+            plan = role_plan if plan is None else plan
         if plan is None and settings is not None:
             plan = (task_vars.get("ansible_facts") or {}).get("training_plan")
         return plan, settings or {}, module_args
 
     def _role_settings(self, task_vars: dict[str, Any], role: str) -> dict[str, Any]:
         """The role's variables (<role>_<setting>) as settings, and the node's address."""
-        settings = role_vars(self._templar, task_vars, role, SETTINGS, COLLECTION_SETTINGS)
+        settings = role_vars(self._templar, task_vars, role, SETTINGS + ("plan",), COLLECTION_SETTINGS)
         host = str(task_vars.get("inventory_hostname") or "")
         settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
         settings["hf_token_handed"] = bool(settings.get("hf_token_source"))

@@ -164,6 +164,11 @@ launch:
   description: In check mode, the plan's launch on the node (what the container would run), also printed.
   returned: check mode
   type: dict
+host_packages:
+  description: The packages of O(host_packages) (C(names)) and whether installing them changed the node (C(changed)).
+  returned: when O(host_packages) is not empty
+  type: dict
+  sample: {"names": ["rdma-core", "ibverbs-providers"], "changed": false}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -47,7 +47,8 @@ options:
       - A role whose variables give O(settings), C(<role>_<setting>) (the preflight role passes C(preflight)), read by
         the action from the host's variables; O(settings) given too wins key by key. A setting left at a literal
         default costs no template per node, where a task's argument is compiled again in every node's worker.
-      - The node's C(address) is its C(ansible_host) (or its name).
+      - The node's C(address) is its C(ansible_host) (or its name); without O(plan), C(<role>_plan) is the plan, and
+        when that is null too the fact C(training_plan).
     type: str
     version_added: 0.3.0
   node:

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
-from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, results, train_argv
+from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, results, train_argv, watch_file
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real]
 
 REAL = {"simcluster_real": True}
 # import, jax.distributed, compilation on 2 shared cores, 12 steps, teardown
 RUN_TIMEOUT_S = 400
+# the train role's default train_poll_interval
+POLL_S = 2
 # steps of the runs a fault interrupts: after compilation a step takes 0.02 to 1 s, so the fault lands
 # mid-run, well before the end
 LONG_RUN = 400
@@ -156,6 +158,11 @@ def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(sim
     assert "Connection reset by peer" in survivor_log or "Connection closed by peer" in survivor_log
     assert verdict_line(out).startswith("VERDICT: FAIL: %s " % victim), verdict_line(out)
     assert_no_training_container(simcluster, real)
+    # The run's one decision within a poll + 5 s of the first failure: the killed rank's exit, as the supervisor
+    # beside it saw it (0.5 s measured).
+    exited = json.loads(watch_file(tmp_path, "%s.json" % victim).read_text())["exit_time"]
+    decided = watch_file(tmp_path, "outcome.json").stat().st_mtime
+    assert 0 <= decided - exited <= POLL_S + 5, "decided %.1f s after the rank's exit" % (decided - exited)
     # MaxText's survivors exit only after JAX's heartbeat timeout (85 s measured): the collection must stop
     # them itself and give the verdict within a poll (1 s) + 5 s; teardown included, well within 45 s.
     assert took <= 45, ("the verdict waited for the survivor to exit by itself: the playbook ended %.0f s after "
