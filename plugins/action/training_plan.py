@@ -23,6 +23,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     plan_run,
 )
 from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import PLANNED
 
 # The collection's root (plugins/action/ is two levels below it): its configs/ are the fallback of a
 # relative training_config.
@@ -34,7 +35,7 @@ ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "gpu_arch": {"type": "str"},
     "mode": {"type": "str", "choices": ["single_node", "multi_node"]},
-    "framework": {"type": "str", "choices": ["maxtext", "megatron", "primus"]},
+    "framework": {"type": "str", "choices": list(PLANNED)},
     # raw: a list or a string gets our own message naming the variable, not the argument spec's
     "overrides": {"type": "raw", "default": {}},
     "overrides_extra": {"type": "raw", "default": {}},

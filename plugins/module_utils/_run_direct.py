@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,
     deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, megatron_sizes, new_state,
@@ -30,7 +30,7 @@ class Watch:
     final_step: int
     limits: Limits
     printer: Optional[str]
-    framework: str = "auto"
+    framework: str = "auto"            # the log format of the plan's stack (_stacks.log_format)
     docker_socket: str = DOCKER_SOCKET
 
     @classmethod
@@ -38,7 +38,7 @@ class Watch:
                   docker_socket: str = DOCKER_SOCKET) -> "Watch":
         node = node_view(plan, host)
         return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node),
-                   plan.get("framework", "auto"), docker_socket)
+                   log_format(plan.get("framework")), docker_socket)
 
     @property
     def state_path(self) -> str:

@@ -53,6 +53,10 @@ STACKS: Dict[str, Stack] = {
     NXDT: Stack(NXDT, "Neuronx Distributed Training", None, None, 2, ("throughput", "seconds"), EVERY_RANK, 0),
 }
 PLANNED = (MAXTEXT, MEGATRON, PRIMUS)
+# The one list of stack names: what the modules' and actions' choices and the docs read.
+NAMES = tuple(STACKS)
+# The log formats (_logs' parsers), each named after the stack whose lines it reads.
+LOG_FORMATS = tuple(dict.fromkeys(stack.parser for stack in STACKS.values()))
 
 
 def stack_of(name: Optional[str]) -> Optional[Stack]:

@@ -21,6 +21,9 @@ JAX_MULTI = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 JAX_SINGLE = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
 MEGATRON_MULTI = "configs/megatron/mi3xx_megatron_llama_distributed.json"
 MEGATRON_ARGS = ["-e", "training_model=llama3_1_8b", "-e", "training_gpu_arch=mi300x"]
+PRIMUS_ARGS = [*MEGATRON_ARGS, "-e", "training_framework=primus"]
+# Primus writes under its checkout, not Megatron-LM's (as configs/comparison/llama3_8b_nvidia_vs_amd.yml says).
+PRIMUS_OUTPUT = {"config": {"container_config": {"volume_dict": {"/tmp/TRAINING_LOGS": "/workspace/Primus/output"}}}}
 FAST = "0.2"
 # Every run must end well inside this (the slowest fault below is the hang timeout + teardown).
 RUN_TIMEOUT_S = 240
@@ -117,6 +120,45 @@ def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert results(tmp_path)["verdict"] == "PASS"
     # Only the last node prints iteration lines; the first is done when its process exits or the job completes.
     assert "iteration" in (tmp_path / "logs" / nodes[-1] / "training.log").read_text()
+    assert_no_training_container(simcluster, nodes)
+
+
+@pytest.mark.parametrize("watch_mode", ["cluster", "node"])
+def test_a_primus_run_passes_in_both_watch_modes(simcluster, nodes, tmp_path, watch_mode):
+    """Primus prints Megatron-LM's lines: both watches read them as such (the per-node watch once asked
+    training_log for a format named primus and failed at its first poll)."""
+    proc = run_train(simcluster, MEGATRON_MULTI, tmp_path, nodes, extra=PRIMUS_OUTPUT, args=PRIMUS_ARGS,
+                     more_vars={"train_watch_mode": watch_mode})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    document = results(tmp_path)
+    assert (document["verdict"], document["framework"]) == ("PASS", "primus")
+    # tokens_per_gpu comes from the sequence length and the world size handed to the parser of Megatron's lines
+    assert document["summary"]["cluster"]["tokens_per_gpu"]["mean"] > 0, document["summary"]["cluster"]
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_the_direct_look_at_silent_primus_nodes_reads_their_logs(simcluster, nodes, tmp_path):
+    """The status directory removed: no node's status comes, every node gets a direct look, and each look reads
+    the node's Primus log (the look's training_log once refused the format primus and learned nothing)."""
+    argv = train_argv(simcluster, MEGATRON_MULTI, tmp_path, nodes, deep_merge(sim_env(STEP_SECONDS="1"), PRIMUS_OUTPUT),
+                      args=[*PRIMUS_ARGS, "-e", "training_iterations=60"])
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: training_underway(tmp_path), 180)
+        run_id = json.loads((tmp_path / "plan.json").read_text())["run_id"]
+        subprocess.run(["rm", "-rf", str(simcluster.shared_dir / ".clusterval-status" / run_id)], check=True)
+        output, dummy = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "VERDICT: FAIL: removed: the run's status directory" in output, output[-3000:]
+    looks = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("watch/*/direct/*.json")}
+    assert sorted(looks) == sorted(nodes), output[-3000:]
+    for host, look in looks.items():
+        assert "reading the training log failed" not in look["msg"], look
+        assert look["reason"] != "error", look
     assert_no_training_container(simcluster, nodes)
 
 

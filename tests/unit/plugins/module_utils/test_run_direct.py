@@ -381,6 +381,15 @@ def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
     assert watch.printer == "n2"
 
 
+def test_primus_log_args_ask_for_megatron_lines_with_their_sizes(tmp_path):
+    """Primus prints Megatron-LM's lines: the direct look and the per-node watch read them as such."""
+    plan = compact_plan(real_plan("megatron/mi3xx_megatron_llama_distributed.json", model="llama3_1_8b",
+                                  gpu_arch="mi300x", framework="primus"))
+    args = _run_direct.log_args(watch_of(tmp_path, "n1", plan), _run_records.new_state("n1", T0), 50, [])
+    assert args["framework"] == "megatron"
+    assert args["world_size"] == 16 and args["seq_length"] > 0
+
+
 def test_maxtext_log_args_have_no_megatron_sizes_and_pass_patterns_and_offsets(tmp_path):
     plan = compact_plan(real_plan("jax/mi300x_distributed_llama3_1_70b.json"))
     state = dict(_run_records.new_state("n2", T0), offset=4096, lineno=77)
