@@ -13,7 +13,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.clusterval.training.plugins.module_utils import _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results
 from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
@@ -31,6 +31,7 @@ ARGUMENT_SPEC = dict(
     start=dict(type="bool", default=False),
     launched=dict(type="bool", default=True),
     controller=dict(type="int"),
+    policy=dict(type="dict", options=_policy.POLICY_SPEC),
 )
 
 
@@ -45,7 +46,8 @@ class ActionModule(ActionBase):
         plan, run_dir = args["plan"], args["run_dir"]
         run_id = str(plan.get("run_id") or "run")
         if args["start"]:
-            return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"])
+            return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"],
+                              _policy.Policy.of(args["policy"]))
         judged = bool(args["verdict"] and args["verdict"].get("verdict"))
         stop, stages = _results.stop_and_stages(
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
@@ -71,11 +73,13 @@ class ActionModule(ActionBase):
             result["msg"] = "%s: %s" % (document["headline"], ", ".join(sorted(written["paths"].values())))
         return result
 
-    def start(self, result, plan, run_dir, run_id, controller, launched):
-        """The nodes' containers started: an earlier run's files apart, the launch marked, the guard started."""
+    def start(self, result, plan, run_dir, run_id, controller, launched, policy):
+        """The nodes' containers started: an earlier run's files apart, the verdict's policy written with the run,
+        the launch marked, the guard started."""
         moved = guard = None
         try:
             moved = _results.keep_earlier_run(run_dir, run_id)
+            _policy.write(_results.run_watch_dir(run_dir, run_id), policy)
             if launched:
                 _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
             guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
