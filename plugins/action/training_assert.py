@@ -12,14 +12,19 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _isolate, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
-from ansible_collections.clusterval.training.plugins.module_utils._policy import POLICY_SPEC, Policy
+from ansible_collections.clusterval.training.plugins.module_utils._policy import Policy
 
+# The policy's options (straggler_pct, ..., baseline_tolerance) are _policy.POLICY_SPEC's (a unit test).
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
     nodes=dict(type="dict"),
     run_dir=dict(type="path"),
+    straggler_pct=dict(type="float", default=10.0),
+    warmup_steps=dict(type="int"),
     fail_on_verdict=dict(type="bool", default=True),
-    **POLICY_SPEC,
+    require_thresholds=dict(type="bool", default=False),
+    baseline=dict(type="path"),
+    baseline_tolerance=dict(type="raw"),
 )
 
 

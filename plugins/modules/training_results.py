@@ -109,7 +109,6 @@ options:
       baseline_tolerance:
         description: See M(clusterval.training.training_assert).
         type: raw
-        default: 5
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

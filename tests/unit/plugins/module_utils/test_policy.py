@@ -60,3 +60,9 @@ def test_the_policy_round_trips_and_nulls_keep_the_defaults(tmp_path):
     assert json.loads((tmp_path / _policy.POLICY_FILE).read_text())["straggler_pct"] == 50.0
     assert _policy.read(str(tmp_path / "none")) == _policy.Policy()
     assert _policy.Policy().straggler_pct == _policy.POLICY_SPEC["straggler_pct"]["default"]
+
+
+def test_the_actions_take_the_policy_by_the_same_options():
+    from ansible_collections.clusterval.training.plugins.action import training_assert, training_results
+    assert {key: training_assert.ARGUMENT_SPEC[key] for key in _policy.POLICY_SPEC} == _policy.POLICY_SPEC
+    assert training_results.ARGUMENT_SPEC["policy"]["options"] is _policy.POLICY_SPEC
