@@ -19,9 +19,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
     PlanOptions,
-    compact_plan,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan
 from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import PLANNED
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 
 def container_spec(plan: Mapping[str, Any], host: str, overrides: Mapping[str, Any],

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,

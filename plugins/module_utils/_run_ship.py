@@ -158,7 +158,7 @@ def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Ma
                   module_utils_dir: str, sources: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """One node's supervisor config and status directory, and under ``container`` what its container runs (the
     container role's ``job``: the supervisor's command, files and directories, and the status mount)
-    (``node``: its part of the plan, ``_plan.node_view``)."""
+    (``node``: its part of the plan, ``_plan_form.node_view``)."""
     extra = dict(megatron_sizes(node)) if log_format(plan.get("framework")) == MEGATRON else {}
     if plan.get("warmup_steps") is not None:
         extra["warmup_steps"] = plan["warmup_steps"]

@@ -10,9 +10,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
     PlanOptions,
-    compact_plan,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import Limits
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
