@@ -41,11 +41,14 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
 from ansible_collections.clusterval.training.plugins.module_utils._run_ship import (
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
-from ansible_collections.clusterval.training.plugins.module_utils._plan_form import FULL_FORM
+# node_view: also for the readers that still import it from here (the integration tests)
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import (  # pylint: disable=unused-import
+    FULL_FORM, node_view)
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
     foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
@@ -265,9 +268,9 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "remote_user": options.remote_user,
         "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
         "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),
-        "final_step": STACKS[ctx.framework].final_step(ctx.total_steps),
+        "final_step": common["log"]["final_step"],
         "total_steps": ctx.total_steps,
-        "warmup_steps": warmup_steps(ctx),
+        "warmup_steps": common["log"]["warmup_steps"],
         "jobs": [job_summary(job) for job in jobs],
         "gpus_per_node": options.gpus_per_node,
         **judged_against(ctx, jobs[0].nnodes),
@@ -761,7 +764,19 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
             "realism": realism(container["image"]),
-            "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
+            "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None,
+            "log": run_log(ctx)}
+
+
+def run_log(ctx: Context) -> Dict[str, Any]:
+    """How the run reads every node's log, decided once by the stack: the run asks no stack question."""
+    stack = STACKS[ctx.framework]
+    return {"format": stack.parser, "final_step": stack.final_step(ctx.total_steps), "warmup_steps": warmup_steps(ctx)}
+
+
+def node_log(common: Mapping[str, Any], node: Mapping[str, Any], stack: str) -> Dict[str, Any]:
+    """The node's ``log`` block: the run's, with the sizes its parser needs for tokens per GPU."""
+    return {**common["log"], **(megatron_sizes(node) if STACKS[stack].sized_log else {})}
 
 
 def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
@@ -1092,7 +1107,7 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
     container["command"] = job_parts["launch"]["argv"]
     container["env"] = node_env(ctx, job, rank, common)
     container["labels"] = job_parts["labels"]
-    return {
+    node = {
         "host": host.name,
         "address": host.address,
         "job": job.name,
@@ -1111,3 +1126,5 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
         "container": container,
         "launch": job_parts["launch"],
     }
+    node["log"] = node_log(common, node, ctx.framework)
+    return node

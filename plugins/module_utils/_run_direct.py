@@ -12,10 +12,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,
-    deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, megatron_sizes, new_state,
+    deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, new_state, parser_args,
     printer_completion, printer_of, progress_of)
 from ansible_collections.clusterval.training.plugins.module_utils._run_watch import (
     DIRECT_DIR, abort_path, read_json, state_path, write_json_atomically)
@@ -30,15 +29,13 @@ class Watch:
     final_step: int
     limits: Limits
     printer: Optional[str]
-    framework: str = "auto"            # the log format of the plan's stack (_stacks.log_format)
     docker_socket: str = DOCKER_SOCKET
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits,
                   docker_socket: str = DOCKER_SOCKET) -> "Watch":
         node = node_view(plan, host)
-        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node),
-                   log_format(plan.get("framework")), docker_socket)
+        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node), docker_socket)
 
     @property
     def state_path(self) -> str:
@@ -119,7 +116,7 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
     node = watch.node
     args: Dict[str, Any] = {
         "path": node["log_path"],
-        "framework": watch.framework,
+        **parser_args(node),
         "offset": state["offset"],
         "lineno": state["lineno"],
         "final_step": watch.final_step,
@@ -133,8 +130,6 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
         args["patterns"] = patterns
     if advisories:
         args["advisories"] = advisories
-    if watch.framework == MEGATRON:
-        args.update(megatron_sizes(node))
     return args
 
 

@@ -223,6 +223,21 @@ def printer_of(plan: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
     return None
 
 
+PARSER_KEYS = ("warmup_steps", "seq_length", "world_size")
+
+
+def parser_args(node: Mapping[str, Any]) -> Dict[str, Any]:
+    """The log parser's arguments (training_log's, the supervisor's) from the node's ``log`` block, which its
+    stack computed once in the plan (``_plan.node_log``): the run asks no stack question."""
+    block = node.get("log")
+    if not isinstance(block, Mapping) or not isinstance(block.get("format"), str):
+        raise ConfigError("plan.nodes.%s.log" % node.get("host"),
+                          "the node's log block (format, final_step, warmup_steps: a plan of this version)", show(block))
+    args = {"framework": block["format"], "final_step": block.get("final_step")}
+    args.update((key, block[key]) for key in PARSER_KEYS if block.get(key) is not None)
+    return args
+
+
 def megatron_sizes(node: Mapping[str, Any]) -> Dict[str, int]:
     """seq_length and world_size, so training_log computes tokens_per_gpu for every iteration."""
     sizes = {"seq_length": positive_int(launch_env(node).get("SEQ_LENGTH")),

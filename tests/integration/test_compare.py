@@ -14,7 +14,7 @@ import pytest
 
 from test_report_callback import count_colour, needs_chromium, screenshot
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import PALETTE
 
 pytestmark = pytest.mark.cluster

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 BIN = os.path.dirname(sys.executable)

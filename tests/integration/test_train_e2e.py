@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 
 pytestmark = pytest.mark.cluster
 
