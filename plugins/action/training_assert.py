@@ -24,7 +24,7 @@ ARGUMENT_SPEC = dict(
     fail_on_verdict=dict(type="bool", default=True),
     require_thresholds=dict(type="bool", default=False),
     baseline=dict(type="path"),
-    baseline_tolerance=dict(type="raw"),
+    baseline_tolerance=dict(type="raw", default=5),
 )
 
 

@@ -73,5 +73,5 @@ POLICY_SPEC: Dict[str, Dict[str, Any]] = dict(
     warmup_steps=dict(type="int"),
     require_thresholds=dict(type="bool", default=False),
     baseline=dict(type="path"),
-    baseline_tolerance=dict(type="raw"),   # null: DEFAULT_BASELINE_TOLERANCE
+    baseline_tolerance=dict(type="raw", default=DEFAULT_BASELINE_TOLERANCE),
 )

@@ -84,6 +84,11 @@ options:
     type: bool
     default: true
     version_added: 0.1.0
+  controller:
+    description: With O(start), the pid of the controller's process the guard waits for; default the parent of the
+      action's worker (ansible-playbook).
+    type: int
+    version_added: 0.1.0
   policy:
     description:
       - With O(start), what the run is judged by, written with the run as C(watch/<run_id>/policy.json). The
@@ -109,6 +114,7 @@ options:
       baseline_tolerance:
         description: See M(clusterval.training.training_assert).
         type: raw
+        default: 5
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

@@ -73,6 +73,10 @@ def assert_no_training_container(cluster, nodes: list[str]) -> None:
         assert training_containers(cluster, node) == [], f"{node} still runs a training container"
 
 
+def final_step_of(run_dir: Path) -> int:
+    return json.loads((run_dir / "plan.json").read_text())["final_step"]
+
+
 def watch_file(run_dir: Path, name: str) -> Path:
     """A file of the run's watch directory (``<run dir>/watch/<run id>/``)."""
     found = sorted(run_dir.glob(f"watch/*/{name}"))
@@ -94,6 +98,15 @@ def training_underway(run_dir: Path) -> bool:
 
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
+
+
+def record_timing(what: str, seconds: float) -> None:
+    """A figure for BENCHMARKS.md ("Time to a verdict"), never a bound in a test (a loaded machine would break
+    it): appended as a JSON line to $CLUSTERVAL_TIMINGS when it is set."""
+    path = os.environ.get("CLUSTERVAL_TIMINGS")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +219,7 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
         assert cause in (culprit["text"] + culprit["class"]).lower(), outcome
         assert f"VERDICT: FAIL: {culprit['host']} " in proc.stdout
         assert results(tmp_path)["culprit"]["host"] == culprit["host"]
-    assert elapsed < 150, f"the {cause} took {elapsed:.0f}s to be reported"
+    record_timing(f"a {cause} reported (run)", elapsed)
     assert_no_training_container(simcluster, nodes)
 
 
@@ -221,7 +234,7 @@ def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simclus
     document = results(tmp_path)
     assert [document["summary"]["nodes"][node]["last_step"] for node in nodes] == [3, 3]
     assert "hang" in json.dumps(document["failures"]).lower(), document["failures"]
-    assert elapsed < 150, f"the hang took {elapsed:.0f}s to be reported"
+    record_timing("a lock-step hang reported (run)", elapsed)
     assert_no_training_container(simcluster, nodes)
     # Both ranks sleep (the hung one in its stall, the other in the collective): nothing singles one out.
     assert document["culprit"] is None, document["headline"]
@@ -312,8 +325,11 @@ def test_a_training_container_killed_from_outside_fails_at_the_next_poll(simclus
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode != 0
+    # Decided by the container's state (its exit status), not by a timeout or a hang; the job never ran to its end.
     assert f"{victim}: the training container rocm-jax-llama3.1-70b exited with status 137" in output
-    assert elapsed < 30, f"the killed container took {elapsed:.0f}s to be reported"
+    last_steps = [state["last_step"] for state in results(tmp_path)["summary"]["nodes"].values()]
+    assert max(step for step in last_steps if step is not None) < final_step_of(tmp_path), last_steps
+    record_timing("a killed container reported (kill to the controller's end)", elapsed)
     assert_no_training_container(simcluster, nodes)
 
 
@@ -337,7 +353,7 @@ def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tm
             proc.kill()
     assert proc.returncode != 0
     assert "UNREACHABLE" in output and lost in output
-    assert elapsed < 120, f"the lost node took {elapsed:.0f}s to be reported"
+    record_timing("a node unreachable during the run reported (link down to the controller's end)", elapsed)
     assert_no_training_container(simcluster, [nodes[0]])
     assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*")), "the first node removes the marker"
     # The lost node's container is removed by the stand-alone teardown once it is back.

@@ -1,0 +1,65 @@
+"""Every module's and action's argument spec matches its DOCUMENTATION (issue 29, item 5): the same options,
+each with the same type, required, default, choices and elements; suboptions alike."""
+import importlib
+import pathlib
+
+import pytest
+import yaml
+
+PLUGINS = pathlib.Path(__file__).resolve().parents[3] / "plugins"
+PACKAGE = "ansible_collections.clusterval.training.plugins"
+COMPARED = ("type", "required", "default", "choices", "elements")
+
+
+class Captured(Exception):
+    pass
+
+
+def module_spec(name, monkeypatch):
+    """The spec the module gives AnsibleModule (its main() stopped right there)."""
+    module = importlib.import_module(f"{PACKAGE}.modules.{name}")
+    seen = {}
+
+    def capture(argument_spec, **kwargs):
+        seen["spec"] = argument_spec
+        raise Captured()
+    monkeypatch.setattr(module, "AnsibleModule", capture)
+    with pytest.raises(Captured):
+        module.main()
+    return seen["spec"]
+
+
+def interface_spec(name, monkeypatch):
+    """What a task gives: the action's spec when the module has an action of its own, else the module's."""
+    if (PLUGINS / "action" / f"{name}.py").is_file():
+        action = importlib.import_module(f"{PACKAGE}.action.{name}")
+        if hasattr(action, "ARGUMENT_SPEC"):
+            return action.ARGUMENT_SPEC
+    return module_spec(name, monkeypatch)
+
+
+def normalised(spec):
+    out = {}
+    for option, settings in spec.items():
+        settings = settings or {}
+        entry = {key: settings.get(key) for key in COMPARED}
+        entry["type"] = entry["type"] or "str"
+        entry["required"] = bool(entry["required"])
+        if entry["choices"] is not None:
+            entry["choices"] = list(entry["choices"])
+        if entry["type"] in ("float",) and entry["default"] is not None:
+            entry["default"] = float(entry["default"])
+        if settings.get("options") or settings.get("suboptions"):
+            entry["options"] = normalised(settings.get("options") or settings.get("suboptions"))
+        out[option] = entry
+    return out
+
+
+MODULES = sorted(path.stem for path in (PLUGINS / "modules").glob("*.py") if path.stem != "__init__")
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_the_spec_matches_the_documentation(name, monkeypatch):
+    module = importlib.import_module(f"{PACKAGE}.modules.{name}")
+    documented = yaml.safe_load(module.DOCUMENTATION).get("options") or {}
+    assert normalised(interface_spec(name, monkeypatch)) == normalised(documented)
