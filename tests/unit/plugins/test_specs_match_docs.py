@@ -63,3 +63,9 @@ def test_the_spec_matches_the_documentation(name, monkeypatch):
     module = importlib.import_module(f"{PACKAGE}.modules.{name}")
     documented = yaml.safe_load(module.DOCUMENTATION).get("options") or {}
     assert normalised(interface_spec(name, monkeypatch)) == normalised(documented)
+
+
+def test_no_action_imports_another():
+    """Shared code lives in plugins/plugin_utils/_action.py (the actions' base) or module_utils."""
+    for path in sorted((PLUGINS / "action").glob("*.py")):
+        assert f"{PACKAGE}.action." not in path.read_text(encoding="utf-8"), path.name
