@@ -12,10 +12,10 @@ import datetime
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _stack_megatron, _stack_primus
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -46,6 +46,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._run_ship impo
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import (
+    ENV_LIKE_KEY, Context, Host, Job, PlanOptions)
 # node_view: also for the readers that still import it from here (the integration tests)
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import (  # pylint: disable=unused-import
     FULL_FORM, node_view)
@@ -54,15 +56,14 @@ from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
     foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
-from ansible_collections.clusterval.training.plugins.module_utils._xla import (
-    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
+from ansible_collections.clusterval.training.plugins.module_utils._xla import version_from_image
 
 FRAMEWORKS = PLANNED
 SIMULATOR_REPOSITORY = "clusterval/simulator"
 # The real-framework image of the simulated cluster (simulator/real/): real MaxText, JAX and XLA on CPU.
 REAL_FRAMEWORK_REPOSITORY = "clusterval/jax-maxtext"
 DEFAULT_JAX_PORT = 1234
-MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT_MASTER_PORT}
+MASTER_PORTS = {MEGATRON: _stack_megatron.DEFAULT_MASTER_PORT, PRIMUS: _stack_primus.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
@@ -81,11 +82,6 @@ CONTAINER_CONFIG_SHAPES = {"env_dict": (dict, "an object of variable names to va
                            "device_list": (list, "a list of devices")}
 SHM_SIZE = re.compile(r"^[0-9]+(?:\.[0-9]+)?[bkmgtpBKMGTP]?(?:[iI]?[bB])?$")
 DEVICE_PERMISSIONS = re.compile(r"^[rwm]{1,3}$")
-# Lowercase config keys that stand for the upper-case environment variable of the same name.
-ENV_LIKE_KEY = re.compile(
-    r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|torch_|pytorch_|omp_|fi_|ucx_|miopen_|hipblaslt_|tensile_|"
-    r"gloo_socket_ifname$|gpu_max_hw_queues$|xla_python_client_mem_fraction$|cuda_device_max_connections$)"
-)
 # The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation);
 # distributed_training and dataset_source are the suite's, their meaning derived (model_params mode, mock_data).
 CONFIG_KEYS = frozenset((
@@ -118,72 +114,6 @@ HINTS = {
     "config.training_iterations": "an iteration count (overrides, the action's iterations or -e training_iterations)",
     "config.training_steps": "a step count (overrides, the action's iterations or -e training_iterations)",
 }
-
-
-@dataclass(frozen=True)
-class Host:
-    name: str
-    address: str
-    # the inventory's training_gpu_vendor for the host (amd or nvidia); None: the config's or the image's
-    gpu_vendor: Optional[str] = None
-
-
-@dataclass
-class PlanOptions:
-    config_path: str = ""
-    model: Optional[str] = None
-    gpu_arch: Optional[str] = None
-    mode: Optional[str] = None
-    framework: Optional[str] = None
-    overrides: Optional[Dict[str, Any]] = None
-    iterations: Optional[int] = None
-    run_id: Optional[str] = None
-    remote_user: str = "root"
-    warmup_steps: Optional[int] = None
-    # None: the config's training.gpus_per_node (versioned format), else DEFAULT_GPUS_PER_NODE.
-    gpus_per_node: Optional[int] = None
-    # The versioned format's sweep to run; None: the first enabled one.
-    sweep: Optional[str] = None
-    now: Optional[datetime.datetime] = None
-    # The controller hands the HF token to every node (AWX credential): hf_token_file is the run's copy.
-    hf_token_handed: bool = False
-    # The image to run (training_container_image, an inventory value): wins over config.container_image(s).
-    container_image: Optional[str] = None
-    # What the nodes' GPU tools said (host -> the training_gpus module's result), when the plan had to ask
-    # them: training_gpu_arch not given and the config offers several archs, or training_gpu_arch=auto.
-    gpus_found: Optional[Dict[str, Any]] = None
-
-
-@dataclass
-class Job:
-    name: str
-    hosts: List[Host]
-    coordinator_address: str
-    coordinator_port: int
-
-    @property
-    def nnodes(self) -> int:
-        return len(self.hosts)
-
-
-@dataclass
-class Context:
-    """What is known about the run once the config is merged, resolved and checked."""
-    framework: str
-    selection: Selection
-    config: Dict[str, Any]
-    params: Dict[str, Any]
-    options: PlanOptions
-    total_steps: int
-    run_id: str
-    run_dir: str
-    warnings: List[str] = field(default_factory=list)
-    versioned: Optional[Versioned] = None
-    xla_checked: Optional[Dict[str, Any]] = None
-    gpu_vendor: str = _gpus.AMD
-    gpu_vendor_source: str = "the default"
-    gpu_arch_source: str = "the config's only arch entry"
-    gpu_arch_detected: Optional[_arch.Detected] = None
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -548,7 +478,7 @@ def coordinator_port(ctx: Context) -> int:
 def check_parallelism(ctx: Context, nnodes: int) -> None:
     gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
     if ctx.framework == MAXTEXT:
-        _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
+        _stack_maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -592,7 +522,7 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
     versioned = ctx.versioned
     labels = dict(run_labels(ctx.framework, ctx.params), NNODES=nnodes, STEPS=ctx.total_steps)
     if ctx.framework == MAXTEXT:
-        batch = _maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
+        batch = _stack_maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
         labels["GBS"] = batch * nnodes * ctx.options.gpus_per_node if isinstance(batch, (int, float)) else None
     path = _threshold_file.find(ctx.options.config_path, versioned.threshold_json)
     source = {"sweep": versioned.sweep, "run_settings": labels, "scaling_baseline": versioned.scaling_baseline}
@@ -704,41 +634,6 @@ def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
                               "a value (not shown)")
 
 
-def xla_flags(ctx: Context) -> str:
-    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
-    top = {key: value for key, value in ctx.config.items()
-           if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
-    sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
-               (ctx.params.get("xla_flags", {}), join_path(ctx.selection.path, "xla_flags"))]
-    for flags, path in sources[1:]:
-        if not isinstance(flags, dict):
-            raise ConfigError(path, "an object of flag names to values", type_name(flags))
-    hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
-    version = jaxlib_version(ctx)
-    ctx.xla_checked = xla_check_statement(version)
-    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
-    ctx.warnings.extend(warnings)
-    return rendered
-
-
-def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:
-    """The jaxlib version the image runs and where that comes from: config.jaxlib_version, else the image tag."""
-    if ctx.config.get("jaxlib_version") is not None and not is_unset(ctx.config["jaxlib_version"]):
-        return checked_version(ctx.config["jaxlib_version"], "config.jaxlib_version"), "config.jaxlib_version"
-    image = str(ctx.config.get("container_image", ""))
-    found = version_from_image(image)
-    return (found, "from the image tag %s" % image) if found else None
-
-
-def xla_check_statement(version: Optional[Tuple[str, str]]) -> Dict[str, Any]:
-    if version:
-        return {"jaxlib": version[0], "source": version[1],
-                "text": "XLA flags checked against jaxlib %s (%s)" % version}
-    return {"jaxlib": None, "source": None,
-            "text": "XLA flags checked against the catalogue only: neither config.jaxlib_version nor the image "
-                    "tag names the image's jaxlib (measured: %s)" % ", ".join(MEASURED_JAXLIB)}
-
-
 # -- per-node parts -------------------------------------------------------------------------------
 
 def common_node_parts(ctx: Context) -> Dict[str, Any]:
@@ -796,111 +691,8 @@ def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
     return {name: value for name, value in env.items() if name not in foreign}
 
 
-def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
-    path = ctx.selection.path
-    check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
-    ctx.warnings.extend(check.warnings)
-    values = _maxtext.maxtext_params(ctx.params, path)
-    ctx.warnings.extend(_maxtext.key_warnings(str(ctx.config.get("container_image", "")), values, path))
-    enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
-    yaml_path = "%s/maxtext.yml" % ctx.run_dir
-    output_dir = "%s/output" % ctx.run_dir
-    content = _maxtext.build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
-    root = maxtext_root(ctx)
-    candidates = train_script_paths(ctx, root)
-    lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
-    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
-            "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
-            "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
-
-
-def maxtext_root(ctx: Context) -> str:
-    """The MaxText checkout in the image: config.maxtext_root, else the vendor's images' (ROCm: /workspace/maxtext,
-    NVIDIA's JAX-Toolbox: /opt/maxtext)."""
-    root = ctx.config.get("maxtext_root", _gpus.VENDOR_FACTS[ctx.gpu_vendor].maxtext_root)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.maxtext_root", "an absolute path in the image without spaces", show(root))
-    return root.rstrip("/") or "/"
-
-
-def train_script_paths(ctx: Context, root: str = _maxtext.WORKDIR) -> List[str]:
-    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones,
-    under the image's MaxText checkout)."""
-    known = [root + path[len(_maxtext.WORKDIR):] for path in _maxtext.TRAIN_SCRIPTS]
-    paths = ctx.config.get("train_script_paths", known)
-    if not isinstance(paths, list) or not paths:
-        raise ConfigError("config.train_script_paths", "a list of paths in the image", show(paths))
-    for index, path in enumerate(paths):
-        if not isinstance(path, str) or not path.startswith("/") or any(ch.isspace() for ch in path):
-            raise ConfigError(join_path("config.train_script_paths", index), "an absolute path without spaces",
-                              show(path))
-    return list(paths)
-
-
-def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    settings = _megatron.model_env(ctx.selection.model, ctx.params, ctx.selection.path)
-    ctx.warnings.extend(settings.warnings)
-    if ctx.total_steps < 4:
-        ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
-                            "least 4 iterations" % ctx.total_steps)
-    arguments = _megatron.configured_arguments(ctx.config)
-    if arguments is not None:
-        return megatron_args_parts(ctx, data_cache_dir, arguments)
-    log_dir = "%s/megatron" % ctx.run_dir
-    env = dict(settings.env)
-    env.update(_megatron.data_env(ctx.config, data_cache_dir))
-    env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
-                "TEE_OUTPUT": "1"})
-    lines, display = _megatron.run_lines(settings.script, "%s/training.log" % ctx.run_dir)
-    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
-            "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
-
-
-def megatron_args_parts(ctx: Context, data_cache_dir: str, configured: Mapping[str, Any]) -> Dict[str, Any]:
-    """config.megatron_arguments: pretrain_gpt.py under torchrun with Megatron-LM's own arguments (NGC images),
-    the model_params' arguments first, the configured ones over them."""
-    arguments = _megatron.params_arguments(ctx.params, ctx.total_steps, ctx.selection.path)
-    data = _megatron.data_env(ctx.config, data_cache_dir)
-    arguments.update({"mock_data": data["MOCK_DATA"] == "1", "data_cache_path": data_cache_dir})
-    if "DATA_PATH" in data:
-        arguments["data_path"] = data["DATA_PATH"]
-    arguments.update(configured)
-    argv = _megatron.render_argv(arguments, "config.megatron_arguments")
-    lines, display = _megatron.args_run_lines(argv, ctx.options.gpus_per_node, "%s/training.log" % ctx.run_dir)
-    env = {"SEQ_LENGTH": str(arguments.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
-    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
-            "directories": [], "trains_model": ctx.selection.model, "script_candidates": [],
-            "megatron_argv": argv}
-
-
-def primus_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    """Primus: the experiment file (model file and Megatron-LM overrides) and examples/run_pretrain.sh."""
-    path = ctx.selection.path
-    model = _primus.model_file(ctx.selection.model, path)
-    values = _primus.overrides(ctx.params, ctx.config, ctx.total_steps, path, data_cache_dir)
-    exp_path = "%s/primus_experiment.yaml" % ctx.run_dir
-    content = _primus.render(_primus.experiment(ctx.run_id, model, values))
-    lines, display = _primus.run_lines(exp_path, "%s/primus/train.log" % ctx.run_dir, ctx.options.gpus_per_node,
-                                       "%s/training.log" % ctx.run_dir)
-    root = ctx.config.get("primus_root", _primus.WORKDIR)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.primus_root", "an absolute path in the image without spaces", show(root))
-    env = {"SEQ_LENGTH": str(values.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
-    return {"env": env, "workdir": root.rstrip("/") or "/", "run_lines": lines, "command": display,
-            "files": [{"path": exp_path, "mode": "0644", "content": content}],
-            "directories": ["%s/primus" % ctx.run_dir], "trains_model": ctx.selection.model,
-            "script_candidates": []}
-
-
-def megatron_root(ctx: Context) -> str:
-    """The Megatron-LM checkout in the image: config.megatron_root (the suite's key), else the ROCm images'."""
-    root = ctx.config.get("megatron_root", _megatron.WORKDIR)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.megatron_root", "an absolute path in the image without spaces", show(root))
-    return root.rstrip("/") or "/"
-
-
-STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts}
+STACK_PARTS = {MAXTEXT: _stack_maxtext.maxtext_parts, MEGATRON: _stack_megatron.megatron_parts,
+               PRIMUS: _stack_primus.primus_parts}
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:

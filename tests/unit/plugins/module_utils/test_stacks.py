@@ -41,3 +41,19 @@ def test_every_stack_name_reads_its_own_format():
                      " elapsed time per iteration (ms): 1000.0 | lm loss: 9.5 |")
     assert parse_text(megatron_line, "primus").steps[0]["step"] == 3
     assert log_format("primus") == MEGATRON and log_format(None) == "auto"
+
+
+def test_adding_a_stack_is_its_module_its_row_and_its_metrics():
+    """Every planned stack has its module (_stack_<name>.py, its parts in _plan.STACK_PARTS), its row in _stacks and
+    the metrics it reports defined in _metricdefs; every stack's log format has its parser."""
+    import importlib
+
+    from ansible_collections.clusterval.training.plugins.module_utils import _logs, _metricdefs, _plan, _stacks
+    assert set(_plan.STACK_PARTS) == set(_stacks.PLANNED)
+    for name in _stacks.PLANNED:
+        module = importlib.import_module(
+            "ansible_collections.clusterval.training.plugins.module_utils._stack_%s" % name)
+        assert _plan.STACK_PARTS[name].__module__ == module.__name__
+    for stack in _stacks.STACKS.values():
+        assert stack.parser in _logs.FRAMEWORKS
+        assert [m for m in stack.summary_metrics if _metricdefs.metric_def(m) is None] == [], stack.name
