@@ -16,6 +16,8 @@ from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results
 from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -31,7 +33,7 @@ ARGUMENT_SPEC = dict(
     start=dict(type="bool", default=False),
     launched=dict(type="bool", default=True),
     controller=dict(type="int"),
-    policy=dict(type="dict", options=_policy.POLICY_SPEC),
+    policy=dict(type="dict"),  # checked against _policy.POLICY_SPEC (training_assert's options)
 )
 
 
@@ -46,8 +48,12 @@ class ActionModule(ActionBase):
         plan, run_dir = args["plan"], args["run_dir"]
         run_id = str(plan.get("run_id") or "run")
         if args["start"]:
+            try:
+                policy = _policy.checked(args["policy"] or {})
+            except ConfigError as exc:
+                return failed(result, "training_results", exc)
             return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"],
-                              _policy.Policy.of(args["policy"]))
+                              policy)
         judged = bool(args["verdict"] and args["verdict"].get("verdict"))
         stop, stages = _results.stop_and_stages(
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),

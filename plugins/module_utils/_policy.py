@@ -11,7 +11,10 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Mapping, Optional
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _baseline, _verdict
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 
 POLICY_FILE = "policy.json"
 DEFAULT_STRAGGLER_PCT = 10.0
@@ -51,6 +54,15 @@ class Policy:
     def judge(self, plan: Dict[str, Any], nodes: Dict[str, Dict[str, Any]],
               analysis: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         return self.verdict(self.with_baseline(plan), nodes, analysis)
+
+
+def checked(values: Mapping[str, Any]) -> Policy:
+    """The policy of a task's ``policy`` dict, each value checked and converted as training_assert's option."""
+    validation = ArgumentSpecValidator(POLICY_SPEC).validate(dict(values))
+    if validation.error_messages:
+        raise ConfigError("policy", "training_assert's options (%s)" % ", ".join(POLICY_SPEC),
+                          "; ".join(validation.error_messages))
+    return Policy.of(validation.validated_parameters)
 
 
 def policy_path(directory: str) -> str:

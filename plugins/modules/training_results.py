@@ -93,28 +93,11 @@ options:
     description:
       - With O(start), what the run is judged by, written with the run as C(watch/<run_id>/policy.json). The
         guard of an interrupted run judges by it, as M(clusterval.training.training_assert) does with the same
-        values. Its keys are that module's options of the same names.
+        values.
+      - Its keys are that module's options of the same names, checked as that module checks them (C(straggler_pct),
+        C(warmup_steps), C(require_thresholds), C(baseline), C(baseline_tolerance)).
     type: dict
     version_added: 0.1.0
-    suboptions:
-      straggler_pct:
-        description: See M(clusterval.training.training_assert).
-        type: float
-        default: 10.0
-      warmup_steps:
-        description: See M(clusterval.training.training_assert).
-        type: int
-      require_thresholds:
-        description: See M(clusterval.training.training_assert).
-        type: bool
-        default: false
-      baseline:
-        description: See M(clusterval.training.training_assert).
-        type: path
-      baseline_tolerance:
-        description: See M(clusterval.training.training_assert).
-        type: raw
-        default: 5
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _run_watch, _verdict
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import new_state
 
 RUN_ID = "20261129T000000Z-abc123-c"
@@ -63,6 +66,8 @@ def test_the_policy_round_trips_and_nulls_keep_the_defaults(tmp_path):
 
 
 def test_the_actions_take_the_policy_by_the_same_options():
-    from ansible_collections.clusterval.training.plugins.action import training_assert, training_results
+    from ansible_collections.clusterval.training.plugins.action import training_assert
     assert {key: training_assert.ARGUMENT_SPEC[key] for key in _policy.POLICY_SPEC} == _policy.POLICY_SPEC
-    assert training_results.ARGUMENT_SPEC["policy"]["options"] is _policy.POLICY_SPEC
+    assert _policy.checked({"straggler_pct": "50", "require_thresholds": "true"}) == _policy.Policy(50.0, None, True)
+    with pytest.raises(ConfigError, match=r"^policy: expected training_assert.s options"):
+        _policy.checked({"straggler_pct": "many"})
