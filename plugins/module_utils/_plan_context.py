@@ -20,6 +20,7 @@ ENV_LIKE_KEY = re.compile(
     r"gloo_socket_ifname$|gpu_max_hw_queues$|xla_python_client_mem_fraction$|cuda_device_max_connections$)"
 )
 
+
 @dataclass(frozen=True)
 class Host:
     name: str

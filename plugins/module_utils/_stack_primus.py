@@ -117,7 +117,7 @@ def primus_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
     exp_path = "%s/primus_experiment.yaml" % ctx.run_dir
     content = render(experiment(ctx.run_id, model, values))
     lines, display = run_lines(exp_path, "%s/primus/train.log" % ctx.run_dir, ctx.options.gpus_per_node,
-                                       "%s/training.log" % ctx.run_dir)
+                               "%s/training.log" % ctx.run_dir)
     root = ctx.config.get("primus_root", WORKDIR)
     if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
         raise ConfigError("config.primus_root", "an absolute path in the image without spaces", show(root))

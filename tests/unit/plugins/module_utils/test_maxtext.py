@@ -94,5 +94,5 @@ def test_values_that_came_through_ansible_templating_are_written_as_plain_yaml()
     class TaggedInt(int):
         pass
     text = _stack_maxtext.render_yaml({"run_name": TaggedStr("molecule-preflight"), "steps": TaggedInt(5),
-                                 "mlp_activations": [TaggedStr("silu"), "linear"]})
+                                       "mlp_activations": [TaggedStr("silu"), "linear"]})
     assert text == "run_name: molecule-preflight\nsteps: 5\nmlp_activations: [silu, linear]\n"
