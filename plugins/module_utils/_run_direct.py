@@ -146,7 +146,7 @@ def fail(run_dir: str, state: State, decision: Decision, secondary: bool = False
 
 def record_unreachable(run_dir: str, state: State, detail: str) -> str:
     msg = f"{state['host']}: unreachable during the run: {detail}"
-    fail(run_dir, state, Decision(True, True, "unreachable", msg))
+    fail(run_dir, state, Decision.failure("unreachable", msg))
     return msg
 
 
@@ -178,7 +178,7 @@ def record_unreadable_log(watch: Watch, state: State, poll: Mapping[str, Any], n
         save_state(watch.run_dir, state)
         return
     msg = f"{watch.host}: reading the training log {watch.node.get('log_path')} failed: {poll.get('msg', '')}"
-    fail(watch.run_dir, state, Decision(True, True, "error", msg))
+    fail(watch.run_dir, state, Decision.failure("error", msg))
 
 
 def printer_state(watch: Watch) -> Optional[Dict[str, Any]]:
@@ -190,7 +190,7 @@ def printer_state(watch: Watch) -> Optional[Dict[str, Any]]:
 def stop_for_abort(run_dir: str, state: State, abort: Mapping[str, Any]) -> None:
     msg = f"{state['host']}: stopped because {abort.get('host')} failed: {abort.get('msg')}"
     state["stopped_by"] = abort.get("host")
-    finish(run_dir, state, Decision(True, False, "aborted", msg))
+    finish(run_dir, state, Decision.finished("aborted", msg))
 
 
 def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:

@@ -134,7 +134,7 @@ class ClusterWatch:
         msg = f"{reader}: {how} during the run: {read.get('msg', '')}"
         if state is not None and not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
-            apply_decision(state, Decision(True, True, "unreachable", msg), now)
+            apply_decision(state, Decision.failure("unreachable", msg), now)
 
     def decide(self, now: float) -> Dict[str, Any]:
         for host, state in self.states.items():
