@@ -15,13 +15,12 @@ description:
     replaced, as M(community.docker.docker_container) does with strict comparisons.
   - One module call per node, with the standard library only, because at hundreds of nodes every task costs seconds
     of controller time; the node needs no Docker SDK.
-  - The action plugin builds the container spec (C(spec), the node-side argument) from the plan on the
-    controller; this module runs on the node.
+  - The action plugin builds O(spec) from the plan on the controller; this module runs on the node.
 options:
   plan:
     description:
       - The run's plan (from M(clusterval.training.training_plan)); defaults to the fact C(training_plan). The action
-        plugin builds the spec from the node's part of it, and adds the plan's directories and files of the node to
+        plugin builds O(spec) from the node's part of it, and adds the plan's directories and files of the node to
         O(directories) and O(files).
     type: dict
   spec_overrides:
@@ -53,6 +52,13 @@ options:
     description: The Docker daemon on the node, as C(unix:///path) or a socket path.
     type: str
     default: unix:///var/run/docker.sock
+  spec:
+    description:
+      - The container spec, built by the action plugin (the plan's, with the overrides); not given by hand. Its keys
+        are C(name), C(image), C(command), C(env), C(labels), C(devices), C(device_requests), C(volumes), C(mounts),
+        C(groups), C(capabilities), C(security_opts), C(ulimits), C(shm_size), C(network_mode), C(ipc_mode),
+        C(privileged).
+    type: dict
   stop_timeout:
     description: Seconds Docker waits for the container to stop before killing it (also when it is replaced).
     type: int

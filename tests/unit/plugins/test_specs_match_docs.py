@@ -30,12 +30,16 @@ def module_spec(name, monkeypatch):
 
 
 def interface_spec(name, monkeypatch):
-    """What a task gives: the action's spec when the module has an action of its own, else the module's."""
-    if (PLUGINS / "action" / f"{name}.py").is_file():
-        action = importlib.import_module(f"{PACKAGE}.action.{name}")
-        if hasattr(action, "ARGUMENT_SPEC"):
-            return action.ARGUMENT_SPEC
-    return module_spec(name, monkeypatch)
+    """What the documentation describes: the action's spec when the module has an action of its own, with the
+    options the action computes for the module on the node (the module's own, validate-modules' side)."""
+    action_path = PLUGINS / "action" / f"{name}.py"
+    action = importlib.import_module(f"{PACKAGE}.action.{name}") if action_path.is_file() else None
+    if action is None or not hasattr(action, "ARGUMENT_SPEC"):
+        return module_spec(name, monkeypatch)
+    module = importlib.import_module(f"{PACKAGE}.modules.{name}")
+    node_side = module_spec(name, monkeypatch) if hasattr(module, "main") else {}
+    return {**{key: value for key, value in node_side.items() if key not in action.ARGUMENT_SPEC},
+            **action.ARGUMENT_SPEC}
 
 
 def normalised(spec):
