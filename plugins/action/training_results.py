@@ -80,14 +80,13 @@ class ActionModule(ActionBase):
         return result
 
     def start(self, result, plan, run_dir, run_id, controller, launched, policy):
-        """The nodes' containers started: an earlier run's files apart, the verdict's policy written with the run,
-        the launch marked, the guard started."""
+        """The nodes' containers started: an earlier run's files apart, the launch marked with the verdict's
+        policy, the guard started."""
         moved = guard = None
         try:
             moved = _results.keep_earlier_run(run_dir, run_id)
-            _policy.write(_results.run_watch_dir(run_dir, run_id), policy)
             if launched:
-                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
+                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, _policy.launch_record(policy, time.time()))
             guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
         except OSError as exc:
             # Never the run's failure: the reports are written at its end as always, only an interrupt goes unreported.

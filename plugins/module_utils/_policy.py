@@ -1,9 +1,10 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The verdict's policy, its one owner: what a run is judged by (straggler limit, warm-up, required thresholds,
-baseline and tolerance), decided once when the run starts and written with it (``policy.json`` in its watch
-directory), so that every path judges alike: training_assert at the end of the run, the guard of an
-interrupted run (``_report_guard``), the reports.
+baseline and tolerance), decided once when the run starts and written with it (under ``policy`` in the record
+of the nodes' launch, ``watch/<run_id>/launched.json``: no file of its own on a run directory that may be
+small), so that every path judges alike: training_assert at the end of the run, the guard of an interrupted run
+(``_report_guard``), the reports.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _baseline, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._results import LAUNCHED_FILE
 
-POLICY_FILE = "policy.json"
+POLICY_KEY = "policy"
 DEFAULT_STRAGGLER_PCT = 10.0
 DEFAULT_BASELINE_TOLERANCE = 5
 
@@ -31,7 +33,7 @@ class Policy:
 
     @classmethod
     def of(cls, values: Optional[Mapping[str, Any]]) -> "Policy":
-        """The policy of a task's arguments or of policy.json; what is missing or null keeps its default."""
+        """The policy of a task's arguments or of the launch record; what is missing or null keeps its default."""
         values = values or {}
         given = {item.name: values[item.name] for item in fields(cls) if values.get(item.name) is not None}
         return cls(**given)
@@ -65,17 +67,15 @@ def checked(values: Mapping[str, Any]) -> Policy:
     return Policy.of(validation.validated_parameters)
 
 
-def policy_path(directory: str) -> str:
-    return os.path.join(directory, POLICY_FILE)
-
-
-def write(directory: str, policy: Policy) -> None:
-    _atomic.write_json(policy_path(directory), policy.as_dict(), makedirs=True)
+def launch_record(policy: Policy, now: float) -> Dict[str, Any]:
+    """The record of the nodes' launch (``launched.json``), with the policy the run is judged by."""
+    return {"time": now, POLICY_KEY: policy.as_dict()}
 
 
 def read(directory: str) -> Policy:
-    """The policy the run was started with; the defaults for a run that wrote none (an earlier version's)."""
-    written = _atomic.read_json(policy_path(directory))
+    """The policy the run was started with; the defaults for a run that recorded none (an earlier version's)."""
+    record = _atomic.read_json(os.path.join(directory, LAUNCHED_FILE))
+    written = record.get(POLICY_KEY) if isinstance(record, dict) else None
     return Policy.of(written if isinstance(written, dict) else None)
 
 

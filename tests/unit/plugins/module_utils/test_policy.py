@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._results import LAUNCHED_FILE
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import new_state
 
 RUN_ID = "20261129T000000Z-abc123-c"
@@ -38,8 +39,9 @@ def watched_run(tmp_path):
 
 
 def test_the_guard_judges_an_interrupted_run_as_the_finished_run_would(tmp_path):
-    directory = watched_run(tmp_path)
-    _policy.write(directory, _policy.Policy.of(STARTED_WITH))
+    watched_run(tmp_path)
+    record = _policy.launch_record(_policy.Policy.of(STARTED_WITH), 0.0)
+    _report_guard.mark(str(tmp_path), RUN_ID, LAUNCHED_FILE, record)
     guarded = _report_guard.watched_verdict(dict(PLAN), str(tmp_path))
     concluded = _run_watch.conclude(str(tmp_path), RUN_ID, HOSTS)
     # training_assert's own options, as the results role gives them at the end of the finished run
@@ -58,9 +60,10 @@ def test_a_run_that_wrote_no_policy_is_judged_by_the_defaults(tmp_path):
 
 def test_the_policy_round_trips_and_nulls_keep_the_defaults(tmp_path):
     policy = _policy.Policy.of(dict(STARTED_WITH, baseline=None, baseline_tolerance={"default": 3}))
-    _policy.write(str(tmp_path), policy)
-    assert _policy.read(str(tmp_path)) == policy
-    assert json.loads((tmp_path / _policy.POLICY_FILE).read_text())["straggler_pct"] == 50.0
+    _report_guard.mark(str(tmp_path), RUN_ID, LAUNCHED_FILE, _policy.launch_record(policy, 0.0))
+    directory = _run_watch.watch_dir(str(tmp_path), RUN_ID)
+    assert _policy.read(directory) == policy
+    assert json.loads((tmp_path / "watch" / RUN_ID / LAUNCHED_FILE).read_text())["policy"]["straggler_pct"] == 50.0
     assert _policy.read(str(tmp_path / "none")) == _policy.Policy()
     assert _policy.Policy().straggler_pct == _policy.POLICY_SPEC["straggler_pct"]["default"]
 
