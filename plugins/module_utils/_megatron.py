@@ -134,6 +134,15 @@ ARGUMENTS: Dict[str, Tuple[str, str]] = {
     "untie_embeddings_and_output_weights": ("--untie-embeddings-and-output-weights", "on"),
     "add_bias_linear": ("--disable-bias-linear", "off"), "log_throughput": ("--log-throughput", "on"),
     "log_interval": ("--log-interval", "int"), "eval_iters": ("--eval-iters", "int"),
+    # the seed configs' launch on NVIDIA's images (_megatron_upstream)
+    "rotary_base": ("--rotary-base", "int"), "attention_dropout": ("--attention-dropout", "float"),
+    "hidden_dropout": ("--hidden-dropout", "float"), "clip_grad": ("--clip-grad", "float"),
+    "transformer_impl": ("--transformer-impl", "str"), "fp8_amax_history_len": ("--fp8-amax-history-len", "int"),
+    "fp8_amax_compute_algo": ("--fp8-amax-compute-algo", "str"), "recompute_method": ("--recompute-method", "str"),
+    "recompute_num_layers": ("--recompute-num-layers", "int"), "use_torch_fsdp2": ("--use-torch-fsdp2", "on"),
+    "gradient_accumulation_fusion": ("--no-gradient-accumulation-fusion", "off"),
+    "distributed_backend": ("--distributed-backend", "str"),
+    "distributed_timeout_minutes": ("--distributed-timeout-minutes", "int"),
 }
 OPTIONS = {option: dest for dest, (option, _kind) in ARGUMENTS.items()}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _megatron_upstream
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -827,12 +828,16 @@ def train_script_paths(ctx: Context, root: str = _maxtext.WORKDIR) -> List[str]:
 
 
 def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    settings = _megatron.model_env(ctx.selection.model, ctx.params, ctx.selection.path)
-    ctx.warnings.extend(settings.warnings)
     if ctx.total_steps < 4:
         ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
                             "least 4 iterations" % ctx.total_steps)
     arguments = _megatron.configured_arguments(ctx.config)
+    if arguments is None and ctx.gpu_vendor == _gpus.NVIDIA:
+        # hook (issue 28): NVIDIA's images run upstream Megatron-LM, which has no examples/llama/train_llama3.sh
+        return megatron_args_parts(ctx, data_cache_dir, _megatron_upstream.seed_arguments(
+            ctx.selection.model, ctx.params, ctx.total_steps, ctx.selection.path, ctx.config, ctx.warnings))
+    settings = _megatron.model_env(ctx.selection.model, ctx.params, ctx.selection.path)
+    ctx.warnings.extend(settings.warnings)
     if arguments is not None:
         return megatron_args_parts(ctx, data_cache_dir, arguments)
     log_dir = "%s/megatron" % ctx.run_dir

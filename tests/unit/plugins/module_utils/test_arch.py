@@ -165,7 +165,9 @@ def test_the_detected_vendor_is_the_runs_unless_the_inventory_says_otherwise():
     result = plan(found, overrides=overrides)
     assert (result["gpu_arch"], result["gpu_vendor"]) == ("h100", "nvidia")
     assert result["gpu_vendor_source"] == "detected on the nodes by nvidia-smi"
-    assert result["nodes"]["n1"]["container"]["env"]["MBS"] == "4"
+    # the h100 entry's values, given to upstream Megatron-LM's pretrain_gpt.py (NVIDIA's image)
+    assert "pretrain_gpt.py" in result["nodes"]["n1"]["launch"]["command"]
+    assert "--micro-batch-size 4" in result["nodes"]["n1"]["launch"]["command"]
     assert result["nodes"]["n1"]["container"]["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
     with pytest.raises(ConfigError) as error:
         plan(found, hosts=[Host("n1", "10.0.0.1", "amd"), Host("n2", "10.0.0.2", "amd")], overrides=overrides)
