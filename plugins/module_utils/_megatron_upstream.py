@@ -12,7 +12,7 @@ upstream cannot run as the config means is a ConfigError before any node is touc
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._config import to_bool, to_int, to_str
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
@@ -112,13 +112,13 @@ def fsdp_arguments(arguments: Mapping[str, Any], path: str, config: Mapping[str,
     return changed
 
 
-def connection_settings(config: Mapping[str, Any]) -> List[Any]:
+def connection_settings(config: Mapping[str, Any]) -> List[Tuple[str, Any]]:
     """(path, value) of each place the config sets CUDA_DEVICE_MAX_CONNECTIONS."""
     container = config.get("container_config")
-    sections = [("config.env_vars", config.get("env_vars")),
-                ("config.container_config.env_dict", container.get("env_dict") if isinstance(container, dict) else None)]
+    env_dict = container.get("env_dict") if isinstance(container, dict) else None
     found = [("config.cuda_device_max_connections", config["cuda_device_max_connections"])] \
         if "cuda_device_max_connections" in config else []
-    found += [(join_path(path, "CUDA_DEVICE_MAX_CONNECTIONS"), section["CUDA_DEVICE_MAX_CONNECTIONS"])
-              for path, section in sections if isinstance(section, dict) and "CUDA_DEVICE_MAX_CONNECTIONS" in section]
+    for path, section in (("config.env_vars", config.get("env_vars")), ("config.container_config.env_dict", env_dict)):
+        if isinstance(section, dict) and "CUDA_DEVICE_MAX_CONNECTIONS" in section:
+            found.append((join_path(path, "CUDA_DEVICE_MAX_CONNECTIONS"), section["CUDA_DEVICE_MAX_CONNECTIONS"]))
     return found
