@@ -165,9 +165,9 @@ def _other_vendor_key(path: str, archs: Sequence[str], label: str, found: str, w
                           % (", ".join(archs) or "none", why, fix), found)
     differ = _differing_parameters([entries.get(key) for key in archs])
     if differ:
-        raise ConfigError(path, "an entry for the nodes' GPU arch, or entries of %s that agree (the config has: "
-                          "%s, which differ in %s)%s%s" % (_gpus.vendor_of_arch(archs[0]), ", ".join(archs),
-                                                          ", ".join(differ), why, fix), found)
+        expected = "an entry for the nodes' GPU arch, or entries of %s that agree (the config has: %s, which " \
+            "differ in %s)" % (_gpus.vendor_of_arch(archs[0]), ", ".join(archs), ", ".join(differ))
+        raise ConfigError(path, expected + why + fix, found)
     others = " and ".join(archs[1:])
     return archs[0], ("the config has no %s entry: %s's values run%s (its targets are %s GPUs', not judged)"
                       % (vendor, archs[0], ", which %s's equal" % others if others else "",
