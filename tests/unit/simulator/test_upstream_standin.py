@@ -4,7 +4,6 @@ config on NVIDIA nodes trains; what upstream's parser or validate_args refuses, 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys

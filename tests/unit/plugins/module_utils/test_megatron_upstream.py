@@ -37,11 +37,11 @@ def seed_entries():
                                            id="%s-%s-%s-%s" % (os.path.basename(path)[:-5], mode, model, arch))
 
 
-def nvidia_plan(path, mode, model, arch, overrides=CX7, nodes=2):
-    hosts = [Host("n%d" % i, "10.0.0.%d" % i, "nvidia") for i in range(1, nodes + 1)]
+def nvidia_plan(path, mode, model, arch, overrides=None):
+    hosts = [Host("n1", "10.0.0.1", "nvidia"), Host("n2", "10.0.0.2", "nvidia")]
     return plan_run(load_config_file(path), hosts,
                     PlanOptions(config_path=path, model=model, gpu_arch=arch, mode=mode, run_id="r1",
-                                overrides=overrides, container_image=NGC))
+                                overrides=overrides or CX7, container_image=NGC))
 
 
 def pretrain_argv(plan):
