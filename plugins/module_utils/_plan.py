@@ -308,8 +308,8 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
         ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
     arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
     if arch_vendor and arch_vendor != vendor:
-        ctx.warnings.append("%s: the parameters and targets of the config's %s block run on %s GPUs (the config has "
-                            "no block for them; its result_dict targets are %s's)"
+        ctx.warnings.append("%s: the parameters of the config's %s block run on %s GPUs (the config has no block for "
+                            "them); its result_dict targets are %s's, reported and not judged"
                             % (ctx.selection.path, ctx.selection.gpu_arch, vendor, ctx.selection.gpu_arch))
 
 
@@ -559,6 +559,10 @@ def thresholds(ctx: Context) -> List[Dict[str, Any]]:
             "direction": "lower" if lower else "higher",
             "set": not unset,
         })
+        if not unset and _gpus.vendor_of_arch(ctx.selection.gpu_arch) not in (None, ctx.gpu_vendor):
+            # hook (issue 28): another vendor's target says nothing of these GPUs
+            checks[-1].update(set=False, value=None, unset_reason="%s %s of %s, not judged on %s GPUs" % (
+                metric, value, ctx.selection.gpu_arch, ctx.gpu_vendor))
     if not checks:
         ctx.warnings.append("%s: no thresholds; only completion and convergence are judged" % path)
     return checks
