@@ -180,3 +180,24 @@ def test_overrides_given_as_a_list_fail_with_our_message_before_any_node(ansible
     failed = task_results(proc.stdout, "Plan the run")["n1"]
     assert failed["msg"].startswith("%s: expected an object in the config's shape" % variable), failed["msg"]
     assert "found a list" in failed["msg"] and "combine" not in proc.stdout
+
+
+@pytest.mark.parametrize("playbook", ["playbooks/plan.yml", "playbooks/train.yml", "playbooks/preflight.yml",
+                                      "playbooks/fabric.yml", "playbooks/isolate.yml", "playbooks/teardown.yml"])
+def test_a_misspelt_host_is_refused_before_any_node_is_touched(ansible_env, playbook):
+    # Ansible alone would warn about n9 and run on n1: a smaller run than asked, reported as a PASS.
+    extra = ["-e", "training_hosts=n1:n9", "-e", "training_iterations=10", "-e", json.dumps(OVERRIDES)]
+    proc = run_plan(ansible_env, *extra, playbook=playbook)
+    assert proc.returncode != 0
+    [(name, result)] = task_results(proc.stdout, "The training hosts are in the inventory").items()
+    assert name == "localhost" and result["failed"] is True
+    assert result["msg"].startswith("training_hosts: n9 matches no host or group of the inventory (did you mean")
+    plays = [play["play"]["name"] for play in json.loads(proc.stdout)["plays"]]
+    assert plays == ["Check the inventory"]
+
+
+def test_a_misspelt_exclusion_is_refused_since_it_would_grow_the_run(ansible_env):
+    proc = run_plan(ansible_env, "-e", "training_hosts=training_nodes:!n33", "-e", json.dumps(OVERRIDES))
+    assert proc.returncode != 0
+    result = task_results(proc.stdout, "The training hosts are in the inventory")["localhost"]
+    assert "n33 matches no host or group of the inventory" in result["msg"]
