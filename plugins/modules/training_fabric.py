@@ -12,7 +12,7 @@ description:
     benchmark of O(benchmarks) (C(all_reduce_perf), C(alltoall_perf)) for it, to its end or O(timeout) seconds,
     after which its whole process group is killed, so nothing stays running.
   - With O(launch=container) (the role's default) every node of the group runs the command in a container of
-    O(spec) (the training container's: host network, the GPU devices, the plan's NCCL/RCCL and socket settings),
+    O(spec) (the training container's, with host network, the GPU devices, the plan's NCCL/RCCL and socket settings),
     started detached through the node's Docker daemon, waited for, read and removed; run with C(async) by the role,
     so that every node's rank starts whatever C(forks) is. With O(launch=each) every node of the group runs the
     command on the host; with O(launch=first) only the group's first node does, for example C(mpirun -H
@@ -45,14 +45,16 @@ options:
     type: int
     default: 8
   launch:
-    description: Where the command runs - in a container on every node of the group, on every node's host, or only
-      on the group's first node's host.
+    description:
+      - Where the command runs - in a container on every node of the group, on every node's host, or only on the
+        group's first node's host.
     type: str
     choices: [container, each, first]
     default: each
   spec:
-    description: With O(launch=container), the training container's spec for this node (the role's
-      C(clusterval.training.fabric_container) filter makes it from the plan, with the gate's image).
+    description:
+      - With O(launch=container), the training container's spec for this node (the role's
+        C(clusterval.training.fabric_container) filter makes it from the plan, with the gate's image).
     type: dict
   docker_host:
     description: The node's Docker daemon, with O(launch=container).
