@@ -201,7 +201,7 @@ def fabric_lines(document: Mapping[str, Any], width: int) -> List[str]:
     if not isinstance(fabric, Mapping):
         return []
     if fabric.get("not_run"):
-        return wrapped("fabric not measured: %s" % fabric["not_run"], width, "", HEADLINE_LINES, "  ")
+        return wrapped("%s (the fabric was not measured)" % fabric["not_run"], width, "", HEADLINE_LINES, "  ")
     return [fits("fabric not measured: %s" % item, width) for item in fabric.get("not_measured") or []]
 
 

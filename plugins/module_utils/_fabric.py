@@ -216,6 +216,9 @@ def judge(hosts: Sequence[str], measured: Sequence[Mapping[str, Any]], benchmark
         judge_alone(hosts, results, bench, expect, ratio, verdict)
         judge_all(results, bench, expect, ratio, verdict)
     judge_pairs(hosts, results, benchmarks, expect, ratio, verdict)
+    # The NCCL/RCCL and socket settings the benchmarks ran with, in a container (the same on every node).
+    verdict["env"] = next((bench["env"] for r in results.values() for bench in (r.get("benchmarks") or {}).values()
+                           if isinstance(bench, Mapping) and bench.get("env")), {})
     verdict["rounds"] = rounds_summary(results)
     verdict["seconds"] = round(sum(r["seconds"] for r in verdict["rounds"]), 2)
     verdict["matrix"] = matrix(hosts, verdict["pairs"], benchmarks[0] if benchmarks else "")
