@@ -463,8 +463,10 @@ def not_run_reason(checks: Mapping[str, Mapping[str, Any]]) -> str:
     or "" when every node has them. It counts the nodes, never names one: a gate that cannot run blames no node."""
     problems: Dict[str, int] = {}
     for check in checks.values():
-        for problem in ([check["error"]] if check.get("error") else
-                        ["%s is not in %s" % (path, check.get("where")) for path in check.get("missing") or []]):
+        missing = list(check.get("missing") or [])
+        problem = check.get("error") or (missing and "%s %s not in %s" % (
+            " and ".join(missing), "is" if len(missing) == 1 else "are", check.get("where")))
+        if problem:
             problems[problem] = problems.get(problem, 0) + 1
     if not problems:
         return ""
