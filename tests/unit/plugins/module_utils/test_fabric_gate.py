@@ -99,3 +99,15 @@ def test_ranks_that_ran_alone_on_each_node_are_not_measured_across_nodes_and_nam
                                        "only through MPI: set fabric_launch: first with an mpirun command, "
                                        "docs/running.md)"]
     assert verdict["msg"].startswith("fabric gate PASS on 4 nodes; not measured: all_reduce_perf across nodes")
+
+
+def test_on_the_hosts_a_launcher_and_the_binary_it_is_given_are_looked_for(tmp_path):
+    from ansible_collections.clusterval.training.plugins.modules.training_fabric import check_tools
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    command = ["mpirun-not-installed", "-np", "{np}", str(binary), "-g", "1"]
+    found = check_tools({"benchmarks": [{"name": "all_reduce_perf", "command": command}], "launch": "first"})
+    assert found == {"missing": ["mpirun-not-installed"], "where": "the hosts (fabric_launch: first)"}
+    reason = _fabric.not_run_reason({h: found for h in HOSTS})
+    assert reason == "fabric gate not run: mpirun-not-installed is not in the hosts (fabric_launch: first)"
