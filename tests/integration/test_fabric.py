@@ -75,7 +75,7 @@ def test_the_gate_skipped_by_its_variable_lets_training_start_directly(simcluste
     proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], more_vars={"fabric_enabled": False},
                      fabric=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "Fabric | Round" not in proc.stdout
+    assert "Fabric | Every node's part started" not in proc.stdout
     assert "Container | Start or replace the training container" in proc.stdout
     assert "fabric" not in results(tmp_path)
 
@@ -150,7 +150,7 @@ def test_an_image_without_rccl_tests_is_said_once_and_training_goes_on(simcluste
     # once for the cluster by the gate, once in the verdict block (wrapped to the console's width)
     assert len(said) == 2 and said[0] == message
     assert f"{message} (the fabric was not measured)" in " ".join(proc.stdout.split())
-    assert "Fabric | Round" not in proc.stdout.replace("Fabric | Rounds", "")
+    assert "Fabric | Every node's part started" not in proc.stdout
     assert "Container | Start or replace the training container" in proc.stdout
     document = results(tmp_path)
     assert document["verdict"] == "PASS"
