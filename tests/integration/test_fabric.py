@@ -173,3 +173,15 @@ def test_ranks_that_meet_only_through_mpi_are_not_measured_across_nodes(simclust
     assert fabric["not_measured"][0].startswith("all_reduce_perf across nodes: its ranks did not meet: rank 0 lists "
                                                 "ranks on 1 host of the group's 2 nodes")
     assert "fabric not measured: all_reduce_perf across nodes: its ranks did not meet" in proc.stdout
+
+
+def test_the_fabric_playbook_fails_when_its_gate_cannot_run(simcluster, four_nodes, tmp_path, image_without_rccl_tests):
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "fabric.yml"),
+            "-e", f"training_config={JAX_MULTI}", "-e", "training_hosts=" + ":".join(four_nodes[:2]),
+            "-e", f"fabric_image={image_without_rccl_tests}"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert (f'"msg": "fabric gate not run: /opt/rccl-tests/build/all_reduce_perf and '
+            f'/opt/rccl-tests/build/alltoall_perf are not in {image_without_rccl_tests}"') in proc.stdout
+    assert "Fabric | Every node's part started" not in proc.stdout
