@@ -152,6 +152,14 @@ def row(nbytes, usec, factor, op):
     return "%12d  %12d  %8s  %6s  %6d%s%s" % (nbytes, count, "float", op, -1, part, part), busbw
 
 
+def alltoall_steps(nranks):
+    return nranks - 1
+
+
+def all_reduce_steps(nranks):
+    return 2 * (nranks - 1)
+
+
 def main():
     args = arguments(sys.argv[1:])
     alltoall = "alltoall" in os.path.basename(sys.argv[0])
@@ -167,10 +175,7 @@ def main():
     while nbytes <= args.maxbytes:
         sizes.append(nbytes)
         nbytes *= max(args.stepfactor, 2)
-    if alltoall:
-        steps_of = lambda n: n - 1  # noqa: E731
-    else:
-        steps_of = lambda n: 2 * (n - 1)  # noqa: E731
+    steps_of = alltoall_steps if alltoall else all_reduce_steps
     ring = nranks if nranks > 1 else args.ngpus
     try:
         if nranks > 1:
@@ -197,8 +202,8 @@ def main():
     print("# Using devices")
     hosts = peers if nranks > 1 else [socket.gethostname()] * args.ngpus
     for index, host in enumerate(hosts):
-        print("#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:00:00] simulated" % (index, os.getpid(), host,
-                                                                                         index % args.ngpus))
+        print("#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:00:00] simulated"
+              % (index, os.getpid(), host, index % args.ngpus))
     print("#")
     print("#%62s%35s" % ("out-of-place", "in-place"))
     print("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"

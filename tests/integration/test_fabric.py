@@ -139,8 +139,8 @@ def image_without_rccl_tests(simcluster, four_nodes):
         simcluster.docker(node, "rmi", "-f", image, check=False)
 
 
-def test_an_image_without_rccl_tests_is_said_once_and_training_goes_on(simcluster, four_nodes, tmp_path,
-                                                                      image_without_rccl_tests):
+def test_an_image_without_rccl_tests_is_said_once_and_training_goes_on(
+        simcluster, four_nodes, tmp_path, image_without_rccl_tests):
     proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], fabric=True,
                      more_vars={"fabric_image": image_without_rccl_tests})
     assert proc.returncode == 0, proc.stdout[-3000:]
