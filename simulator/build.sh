@@ -89,6 +89,14 @@ install_standins() {
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama3.sh"
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama2.sh"
   install -m 0755 "$HERE/standin/ibv_devinfo.sh" "$ROOT/usr/bin/ibv_devinfo"
+  # rccl-tests where ROCm's images keep them, nccl-tests where NVIDIA-based images do (simulated, real bytes over TCP).
+  local tests perf
+  for tests in rccl-tests nccl-tests; do
+    install -d "$ROOT/opt/$tests/build"
+    for perf in all_reduce_perf alltoall_perf; do
+      install -m 0755 "$HERE/standin/collective_perf.py" "$ROOT/opt/$tests/build/$perf"
+    done
+  done
 }
 
 make_context() {

@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
         judged = bool(args["verdict"] and args["verdict"].get("verdict"))
         stop, stages = _results.stop_and_stages(
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
-            None, args["teardown"], fabric_ran=bool(args["fabric"]))
+            None, args["teardown"], fabric_ran=bool(args["fabric"]) and not args["fabric"].get("not_run"))
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
                                args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
         document = written["document"]

@@ -218,6 +218,14 @@ def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str]) -> List[C
             for group in groups]
 
 
+def fabric_case(document: Mapping[str, Any]) -> Optional[Case]:
+    """A fabric gate that could not run: skipped, with why (the fabric was not measured)."""
+    fabric = document.get("fabric")
+    if not isinstance(fabric, Mapping) or not fabric.get("not_run"):
+        return None
+    return Case("run", "fabric gate", "skipped", str(fabric["not_run"]))
+
+
 def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     """A handful of cases at any node count: the stop, the culprit, its consequences in one, the other
     failures by check, teardown, then one per check that passed or was not judged; at least one failing
@@ -225,6 +233,9 @@ def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     cases = [case for case in (stop_case(document, shown), run_cause_case(document, shown), culprit_case(shown),
                                consequences_case(shown)) if case is not None]
     cases += group_cases(shown.failed)
+    fabric = fabric_case(document)
+    if fabric is not None:
+        cases.append(fabric)
     teardown = teardown_case(document)
     if teardown is not None:
         cases.append(teardown)
