@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from test_train_e2e import (FAST, JAX_MULTI, REPO, assert_no_training_container, sim_env, training_containers,
-                            training_underway)
+from test_lease import running_anywhere
+from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, sim_env, training_underway
 
 pytestmark = pytest.mark.cluster
 
@@ -36,6 +36,7 @@ class Job:
     """One AWX job: its private data directory, the volume its reports go to, how it ended."""
 
     def __init__(self, root: Path, simcluster, playbook: str, extravars: dict):
+        root.mkdir(parents=True, exist_ok=True)
         self.pdd, self.volume, self.ident = root / "private_data_dir", root / "volume", "job"
         project = self.pdd / "project"
         (project / "configs").mkdir(parents=True)
@@ -79,16 +80,6 @@ class Job:
         found = list(self.volume.glob("*/results.json"))
         assert len(found) == 1, found
         return json.loads(found[0].read_text())
-
-
-@pytest.fixture(scope="session")
-def ee_image(simcluster_supported):
-    """The image built (cached) once, its layers reused by every job of the session."""
-    proc = subprocess.run([str(EE), "build"], capture_output=True, text=True, timeout=1800, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    os.environ["CLUSTERVAL_EE_LAYERS"] = ":".join(proc.stdout.split())
-    yield proc.stdout.split()
-    os.environ.pop("CLUSTERVAL_EE_LAYERS", None)
 
 
 def job(tmp_path, simcluster, playbook: str, nodes: list[str], extra: dict | None = None, **variables) -> Job:
@@ -166,9 +157,11 @@ def test_a_job_stopped_in_preflight_publishes_the_stage_and_the_node(simcluster,
 
 
 def test_a_canceled_job_leaves_nothing_running_on_any_node(simcluster, ee_image, tmp_path, four_nodes):
-    """AWX's cancel: ansible-runner's cancel (SIGINT to the runner) kills the playbook's process group; the
-    nodes' lease (inventories/simulated: 20 s) ends every rank."""
-    canceled = job(tmp_path, simcluster, "train.yml", four_nodes, training_iterations=100000, train_hang_timeout=60)
+    """AWX's cancel: ansible-runner's cancel (SIGINT to the runner) kills the playbook's process group at once,
+    teardown included; the nodes' lease (inventories/simulated: 20 s) ends every rank. The teardown job then
+    removes what the killed job left (its stopped containers, its lock)."""
+    canceled = job(tmp_path / "canceled", simcluster, "train.yml", four_nodes, training_iterations=100000,
+                   train_hang_timeout=60)
     runner = canceled.start()
     try:
         for _ in range(600):
@@ -176,7 +169,7 @@ def test_a_canceled_job_leaves_nothing_running_on_any_node(simcluster, ee_image,
                 break
             time.sleep(0.5)
         assert runner.poll() is None, runner.stdout.read()[-3000:]
-        assert any(training_containers(simcluster, node) for node in four_nodes)
+        assert running_anywhere(simcluster, four_nodes)
         runner.send_signal(signal.SIGINT)
         runner.wait(timeout=120)
     finally:
@@ -184,6 +177,10 @@ def test_a_canceled_job_leaves_nothing_running_on_any_node(simcluster, ee_image,
             runner.kill()
     assert canceled.status() == "canceled"
     deadline = time.monotonic() + 180  # the lease, the stop grace and a loaded machine's margin
-    while time.monotonic() < deadline and any(training_containers(simcluster, n) for n in four_nodes):
+    while time.monotonic() < deadline and running_anywhere(simcluster, four_nodes):
         time.sleep(2)
+    assert running_anywhere(simcluster, four_nodes) == []
+    teardown = Job(tmp_path / "teardown", simcluster, "teardown.yml", {"training_hosts": ":".join(four_nodes)})
+    proc = teardown.run()
+    assert proc.returncode == 0 and teardown.status() == "successful", proc.stdout[-3000:]
     assert_no_training_container(simcluster, four_nodes)
