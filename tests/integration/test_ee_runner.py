@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from test_lease import running_anywhere
 from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, sim_env, training_underway
@@ -93,10 +97,26 @@ def failed_tasks(events: list[dict]) -> list[tuple[str, str]]:
             and not e["event_data"].get("ignore_errors")]
 
 
-def test_the_recipe_is_the_definitions(ee_image):
+def test_the_image_is_what_the_definition_describes(ee_image):
+    """The recipe scripts/ee wrote into the image it built, against execution-environment.yml and the bindep files."""
     recipe = json.loads(subprocess.run([str(EE), "recipe"], capture_output=True, text=True, check=True).stdout)
-    assert recipe["python"].startswith("3.13.") and recipe["ansible-core"].startswith("2.21.")
+    definition = yaml.safe_load((REPO / "execution-environment.yml").read_text())
+    deps = definition["dependencies"]
+    assert recipe["base_image"] == definition["images"]["base_image"]["name"] == "docker.io/library/debian:trixie-slim"
+    assert recipe["python_path"] == deps["python_interpreter"]["python_path"]
+    assert recipe["python"].startswith("3.13.")  # Debian 13's python3
+    assert set(deps["python_interpreter"]["package_system"].split()) <= set(recipe["system_packages"])
+    for package in ("ansible_core", "ansible_runner"):
+        name, spec = re.match(r"([a-z-]+)(.*)", deps[package]["package_pip"]).groups()
+        assert Version(recipe[name]) in SpecifierSet(spec), (name, recipe[name], spec)
+    for wanted in deps["galaxy"]["collections"]:
+        assert Version(recipe["collections"][wanted["name"]]) in SpecifierSet(wanted["version"])
+    # what ansible-builder's introspection found (this collection's SSH client) went in
+    assert "openssh-client [platform:dpkg]  # from collection clusterval.training" in recipe["introspected"]["system"]
+    assert "openssh-client" in recipe["system_packages"]
+    assert recipe["entrypoint"] == ["/opt/builder/bin/entrypoint", "dumb-init"] and recipe["workdir"] == "/runner"
     assert sorted(recipe["core_venvs"]) == ["2.19", "2.20"]
+    assert all(version.startswith(release + ".") for release, version in recipe["core_venvs"].items())
 
 
 def test_a_plan_job_plans_every_node_and_changes_none(simcluster, ee_image, tmp_path, four_nodes):

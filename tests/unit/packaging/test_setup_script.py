@@ -27,9 +27,10 @@ def checkout(tmp_path):
     for name in ("requirements.txt", "requirements-test.txt"):
         (root / name).write_text("# %s\n" % name)
     (root / ".venv" / "bin").mkdir(parents=True)
-    executable(root / ".venv" / "bin" / "python", "exit 0\n")
     # the real-framework image's build (scripts/simcluster build-real) only says it was asked
     executable(root / "scripts" / "simcluster", 'echo "$*" >> "$(dirname "$0")/simcluster.log"\n')
+    # so does the execution environment's (scripts/ee build, run by the venv's Python)
+    executable(root / ".venv" / "bin" / "python", 'echo "$*" >> "$(dirname "$0")/../../scripts/python.log"\n')
     stamp = hashlib.sha256(b"# requirements.txt\n# requirements-test.txt\n").hexdigest()
     (root / ".venv" / ".requirements.sha").write_text(stamp + "\n")
     return root
@@ -94,3 +95,15 @@ def test_setup_builds_the_real_framework_image_unless_told_not_to(checkout, tmp_
                                   "CLUSTERVAL_SKIP_REAL_IMAGE": "1"}, check=False)
     assert skipped.returncode == 0, skipped.stderr
     assert not (checkout / "scripts" / "simcluster.log").exists()
+
+
+def test_setup_builds_the_execution_environment_unless_told_not_to(checkout, tmp_path):
+    done, dummy = run_setup(checkout, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (checkout / "scripts" / "python.log").read_text().splitlines() == ["scripts/ee build"]
+    (checkout / "scripts" / "python.log").unlink()
+    skipped = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh")], capture_output=True, text=True,
+                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path),
+                                  "CLUSTERVAL_SKIP_EE_IMAGE": "1"}, check=False)
+    assert skipped.returncode == 0, skipped.stderr
+    assert not (checkout / "scripts" / "python.log").exists()
