@@ -85,25 +85,16 @@ def test_an_engine_that_does_not_run_stops_setup_before_apt(checkout, tmp_path):
     assert "does not run" in done.stderr and "leaves an installed engine alone" in done.stderr
 
 
-def test_setup_builds_the_real_framework_image_unless_told_not_to(checkout, tmp_path):
+@pytest.mark.parametrize("log, call, skip", [
+    ("simcluster.log", "build-real", "CLUSTERVAL_SKIP_REAL_IMAGE"),  # the real-framework image
+    ("python.log", "scripts/ee build", "CLUSTERVAL_SKIP_EE_IMAGE"),  # the execution environment
+], ids=["real-framework-image", "execution-environment"])
+def test_setup_builds_the_cached_images_unless_told_not_to(checkout, tmp_path, log, call, skip):
     done, dummy = run_setup(checkout, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (checkout / "scripts" / "simcluster.log").read_text().splitlines() == ["build-real"]
-    (checkout / "scripts" / "simcluster.log").unlink()
+    assert (checkout / "scripts" / log).read_text().splitlines() == [call]
+    (checkout / "scripts" / log).unlink()
     skipped = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh")], capture_output=True, text=True,
-                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path),
-                                  "CLUSTERVAL_SKIP_REAL_IMAGE": "1"}, check=False)
+                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path), skip: "1"}, check=False)
     assert skipped.returncode == 0, skipped.stderr
-    assert not (checkout / "scripts" / "simcluster.log").exists()
-
-
-def test_setup_builds_the_execution_environment_unless_told_not_to(checkout, tmp_path):
-    done, dummy = run_setup(checkout, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert (checkout / "scripts" / "python.log").read_text().splitlines() == ["scripts/ee build"]
-    (checkout / "scripts" / "python.log").unlink()
-    skipped = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh")], capture_output=True, text=True,
-                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path),
-                                  "CLUSTERVAL_SKIP_EE_IMAGE": "1"}, check=False)
-    assert skipped.returncode == 0, skipped.stderr
-    assert not (checkout / "scripts" / "python.log").exists()
+    assert not (checkout / "scripts" / log).exists()
