@@ -26,8 +26,12 @@ from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, sim_en
 pytestmark = pytest.mark.cluster
 
 EE = REPO / "scripts" / "ee"
-VOLUME = "/var/lib/clusterval-runs"  # where the job template's training_runs_dir points (a persistent volume)
+# Where the survey's runs directory points by default: a persistent volume mounted into the EE (docs/awx.md).
+VOLUME = next(question["default"] for question in json.loads((REPO / "extensions" / "awx" / "survey_train.json")
+              .read_text())["spec"] if question["variable"] == "training_runs_dir")
 JOB_TIMEOUT_S = 300
+# The image's entrypoint, as ansible-builder sets it: dumb-init passes the cancel's signal to the runner.
+ENTRYPOINT = ["/opt/builder/bin/entrypoint", "dumb-init"]
 
 
 def ansible_cfg() -> str:
@@ -42,6 +46,7 @@ class Job:
     def __init__(self, root: Path, simcluster, playbook: str, extravars: dict):
         root.mkdir(parents=True, exist_ok=True)
         self.pdd, self.volume, self.ident = root / "private_data_dir", root / "volume", "job"
+        self.output = root / "output.txt"
         project = self.pdd / "project"
         (project / "configs").mkdir(parents=True)
         self.volume.mkdir()
@@ -55,11 +60,12 @@ class Job:
         (self.pdd / "env").mkdir()
         (self.pdd / "env" / "extravars").write_text(json.dumps({"training_runs_dir": VOLUME, **extravars}))
         self.argv = [str(EE), "run", "--bind", f"{self.pdd}:/runner", "--bind", f"{self.volume}:{VOLUME}",
-                     "--bind", str(simcluster.state_dir), "--",
+                     "--bind", str(simcluster.state_dir), "--", *ENTRYPOINT,
                      "ansible-runner", "run", "/runner", "-p", playbook, "--ident", self.ident]
 
     def start(self) -> subprocess.Popen:
-        return subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        with self.output.open("w") as output:
+            return subprocess.Popen(self.argv, stdout=output, stderr=subprocess.STDOUT)
 
     def run(self) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S, check=False)
@@ -188,7 +194,7 @@ def test_a_canceled_job_leaves_nothing_running_on_any_node(simcluster, ee_image,
             if runner.poll() is not None or any(training_underway(run) for run in canceled.volume.iterdir()):
                 break
             time.sleep(0.5)
-        assert runner.poll() is None, runner.stdout.read()[-3000:]
+        assert runner.poll() is None, canceled.output.read_text()[-3000:]
         assert running_anywhere(simcluster, four_nodes)
         runner.send_signal(signal.SIGINT)
         runner.wait(timeout=120)
