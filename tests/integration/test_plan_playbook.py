@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from controller import ansible_playbook
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 BIN = os.path.dirname(sys.executable)
@@ -47,7 +48,7 @@ def ansible_env(tmp_path_factory):
 
 def run_plan(ansible_env, *extra, playbook="playbooks/plan.yml", cwd=REPO, config=CONFIG):
     env, inventory = ansible_env
-    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(REPO, playbook),
+    argv = [ansible_playbook(), "-i", inventory, os.path.join(REPO, playbook),
             "-e", "training_config=" + config, "-e", "training_model=llama3_1_8b",
             "-e", "training_gpu_arch=mi300x", *extra]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -147,7 +148,7 @@ def test_node_view_filter_in_a_playbook_gives_the_same_node_from_both_forms(ansi
     playbook.write_text(NODE_VIEW_PLAYBOOK % {"config": os.path.join(REPO, CONFIG)})
     views = {}
     for compact in ("false", "true"):
-        argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, str(playbook),
+        argv = [ansible_playbook(), "-i", inventory, str(playbook),
                 "-e", "compact_form=" + compact, "-e", json.dumps(OVERRIDES)]
         proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
