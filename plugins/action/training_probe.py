@@ -19,7 +19,7 @@ from ansible.utils.display import Display
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
-    SETTINGS, probe_args, takeover_args, token_dest, verdict)
+    SETTINGS, kernel_log_only_args, probe_args, takeover_args, token_dest, verdict)
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 PROBE = "clusterval.training.training_probe"
@@ -38,6 +38,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
+        part = self._task.args.get("part") or "all"
         plan, settings, module_args = self._inputs(task_vars)
         if plan is None:
             result.update(self._execute_module(module_name=PROBE, module_args=module_args, task_vars=task_vars))
@@ -47,9 +48,12 @@ class ActionModule(ActionBase):
             if not isinstance(plan, dict) or not isinstance(settings, dict):
                 raise ConfigError("plan", "the plan (a dict) and the preflight settings (a dict)",
                                   "%s and %s" % (type(plan).__name__, type(settings).__name__))
-            derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
-                                 bool(self._task.check_mode))
-            token = self._token(plan, host, settings)
+            if part == "kernel_log":
+                derived, token = kernel_log_only_args(host, settings), {}
+            else:
+                derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
+                                     bool(self._task.check_mode))
+                token = self._token(plan, host, settings)
         except (ConfigError, KeyError, TypeError, ValueError) as exc:
             result.update(failed=True, msg="training_probe: %s" % getattr(exc, "message", exc))
             return result
@@ -75,6 +79,7 @@ class ActionModule(ActionBase):
         """The plan (with settings, the fact training_plan by default), the settings (the role's variables under
         those given) and the module's own arguments."""
         module_args = dict(self._task.args)
+        module_args.pop("part", None)
         plan = module_args.pop("plan", None)
         settings = module_args.pop("settings", None)
         role = module_args.pop("settings_from", None)
@@ -92,7 +97,15 @@ class ActionModule(ActionBase):
         host = str(task_vars.get("inventory_hostname") or "")
         settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
         settings["hf_token_handed"] = bool(settings.get("hf_token_source"))
+        settings["check_sudo"] = self._become_unattended(task_vars)
         return settings
+
+    def _become_unattended(self, task_vars: dict[str, Any]) -> bool:
+        """Whether become is sudo without a password, which `sudo -n true` on the node tells in advance."""
+        method = task_vars.get("ansible_become_method") or self._play_context.become_method or "sudo"
+        password = (task_vars.get("ansible_become_password") or task_vars.get("ansible_become_pass")
+                    or self._play_context.become_pass)
+        return str(method) in ("sudo", "ansible.builtin.sudo") and not password
 
     def _token(self, plan: dict[str, Any], host: str, settings: dict[str, Any]) -> dict[str, Any]:
         """The controller's token file (an AWX credential's), handed over in the probe's call; never in check
