@@ -12,8 +12,6 @@ import pytest
 from test_train_e2e import MEGATRON_ARGS, MEGATRON_MULTI, assert_no_training_container, results, run_train, sim_env
 
 pytestmark = pytest.mark.cluster
-NVIDIA_SMI = [{"path": "/run/clusterval-sim/bin/nvidia-smi",
-               "args": ["--query-gpu=index,name,driver_version,memory.total", "--format=csv"]}]
 
 
 class ContainerWatch(threading.Thread):
@@ -52,14 +50,13 @@ def watched_run(cluster, node, *args, **kwargs):
 def test_megatron_seed_on_nvidia_nodes_gets_its_gpus_through_a_device_request(simcluster, nvidia_nodes, tmp_path):
     # slow enough steps for the watch to catch the container while it runs
     proc, watch = watched_run(simcluster, nvidia_nodes[-1], MEGATRON_MULTI, tmp_path, nvidia_nodes,
-                              extra=sim_env(STEP_SECONDS="0.5"), args=MEGATRON_ARGS,
-                              more_vars={"preflight_gpu_tools": NVIDIA_SMI})
+                              extra=sim_env(STEP_SECONDS="0.5"), args=MEGATRON_ARGS)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert results(tmp_path)["verdict"] == "PASS"
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (plan["gpu_vendor"], plan["gpu_vendor_source"]) == ("nvidia", "the inventory's training_gpu_vendor")
-    # preflight read the simulated nvidia-smi: vendor, count, model, driver and CUDA version
-    assert "gpu_vendor: /run/clusterval-sim/bin/nvidia-smi: nvidia GPUs" in proc.stdout
+    # preflight read the simulated nvidia-smi at its real path: vendor, count, model, driver and CUDA version
+    assert "gpu_vendor: /usr/bin/nvidia-smi: nvidia GPUs" in proc.stdout
     assert "8 x NVIDIA H100 80GB HBM3 (h100), driver 550.90.07, CUDA 12.4" in proc.stdout
     assert watch.inspect is not None, "the training container was never seen running"
     host_config = watch.inspect["HostConfig"]
