@@ -44,16 +44,15 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name=PROBE, module_args=module_args, task_vars=task_vars))
             return result
         host = str(task_vars.get("inventory_hostname") or "")
+        if part == "kernel_log":
+            return self._kernel_log(result, host, settings, module_args, task_vars)
         try:
             if not isinstance(plan, dict) or not isinstance(settings, dict):
                 raise ConfigError("plan", "the plan (a dict) and the preflight settings (a dict)",
                                   "%s and %s" % (type(plan).__name__, type(settings).__name__))
-            if part == "kernel_log":
-                derived, token = kernel_log_only_args(host, settings), {}
-            else:
-                derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
-                                     bool(self._task.check_mode))
-                token = self._token(plan, host, settings)
+            derived = probe_args(plan, host, settings, len(task_vars.get("ansible_play_hosts") or [host]),
+                                 bool(self._task.check_mode))
+            token = self._token(plan, host, settings)
         except (ConfigError, KeyError, TypeError, ValueError) as exc:
             result.update(failed=True, msg="training_probe: %s" % getattr(exc, "message", exc))
             return result
@@ -66,11 +65,43 @@ class ActionModule(ActionBase):
             return result
         if result.get("took_over"):
             self._take_over(result, plan, host, settings, task_vars)
+        self._show(result)
+        return result if part == "probe" else self._judge(result, host, result.get("checks") or [], task_vars)
+
+    def _kernel_log(self, result: dict[str, Any], host: str, settings: dict[str, Any], module_args: dict[str, Any],
+                    task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The node's verdict on the checks of its probe (the role's earlier task, part probe) and, where that probe
+        said the kernel log needs root, the kernel log read by this task (run with become): no remote call
+        elsewhere, so nothing runs as root where it need not."""
+        probe = task_vars.get("%s_probe" % self._task.args.get("settings_from")) or {}
+        checks = list(probe.get("checks") or [])
+        if probe.get("kernel_log_become"):
+            try:
+                derived = kernel_log_only_args(host, settings)
+            except ConfigError as exc:
+                result.update(failed=True, msg="training_probe: %s" % exc.message)
+                return result
+            answer = without_invocation(self._execute_module(
+                module_name=PROBE, module_args=dict(derived, **module_args), task_vars=task_vars))
+            result.update(answer)
+            if answer.get("failed") or answer.get("unreachable"):
+                return result
+            self._show(answer)
+            checks += answer.get("checks") or []
+        result.update(checks=checks, failed_checks=[c["check"] for c in checks if not c["ok"]])
+        return self._judge(result, host, checks, task_vars)
+
+    @staticmethod
+    def _show(answer: dict[str, Any]) -> None:
         # Beside a machine-read stdout (json), the result's lines carry the report.
         if human_stdout(str(C.DEFAULT_STDOUT_CALLBACK)):
-            for line in result.get("lines") or []:
+            for line in answer.get("lines") or []:
                 Display().display(line)
-        message = verdict(host, result.get("checks") or [], str(task_vars.get("inventory_file") or ""))
+
+    @staticmethod
+    def _judge(result: dict[str, Any], host: str, checks: list[dict[str, Any]],
+               task_vars: dict[str, Any]) -> dict[str, Any]:
+        message = verdict(host, checks, str(task_vars.get("inventory_file") or ""))
         if message:
             result.update(failed=True, msg=message)
         return result

@@ -53,11 +53,13 @@ options:
     version_added: 0.3.0
   part:
     description:
-      - With O(settings_from), V(kernel_log) - only the kernel log (check C(gpu_errors)), read as the task's user (the
-        preflight role's task with C(become), on the nodes where the whole probe, V(all), answered
-        RV(kernel_log_become)).
+      - With O(settings_from), what this task does. V(all) - the node's whole preflight and its verdict.
+      - V(probe) - the same, but the task does not fail; the verdict is left to a later task with V(kernel_log).
+      - V(kernel_log) - the verdict on the checks of the node's probe (C(<role>_probe), the role's earlier task with
+        V(probe)) and, on the nodes where that probe answered RV(kernel_log_become), the kernel log read by this task,
+        which the role runs with C(become). Elsewhere nothing runs on the node.
     type: str
-    choices: [all, kernel_log]
+    choices: [all, probe, kernel_log]
     default: all
     version_added: 0.3.0
   node:
@@ -514,7 +516,7 @@ def main():
             plan=dict(type="dict"),
             settings=dict(type="dict"),
             settings_from=dict(type="str"),
-            part=dict(type="str", choices=["all", "kernel_log"], default="all"),
+            part=dict(type="str", choices=["all", "probe", "kernel_log"], default="all"),
             node=dict(type="str", default=""),
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             devices=dict(type="list", elements="str", default=[]),
