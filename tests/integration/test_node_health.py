@@ -47,7 +47,7 @@ def changed(path: Path, text: str):
 
 @contextlib.contextmanager
 def tiny_log_disk(cluster, node: str):
-    cluster.run(node, ["mkdir", "-p", LOG_DIR])
+    cluster.ssh(node, f"mkdir -p {LOG_DIR}")  # the user's, as a run would make it
     cluster.run(node, ["mount", "-t", "tmpfs", "-o", "size=256k", "cvfull", LOG_DIR])
     try:
         yield
