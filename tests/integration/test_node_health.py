@@ -60,6 +60,23 @@ def appended(cluster, node: str, line: str):
     return changed(kernel_log, kernel_log.read_text() + line + "\n")
 
 
+def run_with_kernel_lines(cluster, lines: dict[str, str], config: str, run_dir: Path, nodes: list[str],
+                          args: list[str] | None = None):
+    """A run whose nodes have these lines (node -> line) in their kernel logs meanwhile."""
+    with contextlib.ExitStack() as stack:
+        for node, line in lines.items():
+            stack.enter_context(appended(cluster, node, line))
+        return run_train(cluster, config, run_dir, nodes, args=args)
+
+
+def assert_failed_and_reported(out: str, failed: str, failure: str, reported: str, report: str) -> None:
+    """`failed`'s line names its critical kernel log line; `reported`'s passes, reporting its line."""
+    assert (f"{failed} preflight FAIL gpu_errors: 1 critical GPU error in the kernel log since boot {DMESG}: "
+            f"{failure}") in out
+    assert (f"{reported} preflight OK   gpu_errors: no critical GPU error in the kernel log since boot {DMESG}; "
+            f"reported, not failed: {report}") in out
+
+
 @contextlib.contextmanager
 def no_gpu_tools(cluster, node: str):
     """The node's /opt/rocm hidden: its GPU tools are nowhere preflight looks."""
@@ -99,14 +116,12 @@ def test_each_node_fault_is_named_with_its_node_and_evidence(simcluster, four_no
 def test_an_amdgpu_error_on_one_node_of_four_names_that_node_and_a_recovered_hang_is_reported(
         simcluster, four_nodes, tmp_path):
     broken, hung = four_nodes[2], four_nodes[0]
-    with appended(simcluster, broken, AMDGPU_ERROR), appended(simcluster, hung, AMDGPU_TIMEOUT):
-        proc = run_train(simcluster, JAX_MULTI, tmp_path / "run", four_nodes)
+    proc = run_with_kernel_lines(simcluster, {broken: AMDGPU_ERROR, hung: AMDGPU_TIMEOUT}, JAX_MULTI,
+                                 tmp_path / "run", four_nodes)
     out = proc.stdout
     assert proc.returncode != 0
-    assert (f"{broken} preflight FAIL gpu_errors: 1 critical GPU error in the kernel log since boot {DMESG}: "
-            f"GPU reset failed: {AMDGPU_ERROR}") in out
-    assert (f"{hung} preflight OK   gpu_errors: no critical GPU error in the kernel log since boot {DMESG}; "
-            f"reported, not failed: ring timeout: a job hung the GPU: {AMDGPU_TIMEOUT}") in out
+    assert_failed_and_reported(out, broken, f"GPU reset failed: {AMDGPU_ERROR}",
+                               hung, f"ring timeout: a job hung the GPU: {AMDGPU_TIMEOUT}")
     for node in four_nodes:
         if node not in (broken, hung):
             assert f"{node} preflight OK   gpu_errors: no GPU error in the kernel log since boot {DMESG}" in out
@@ -116,21 +131,19 @@ def test_an_amdgpu_error_on_one_node_of_four_names_that_node_and_a_recovered_han
 
 def test_a_critical_xid_fails_its_node_and_an_application_xid_is_reported(simcluster, nvidia_nodes, tmp_path):
     critical, application = nvidia_nodes
-    with appended(simcluster, critical, XID_CRITICAL), appended(simcluster, application, XID_APPLICATION):
-        proc = run_train(simcluster, MEGATRON_MULTI, tmp_path / "run", nvidia_nodes, args=MEGATRON_ARGS)
+    proc = run_with_kernel_lines(simcluster, {critical: XID_CRITICAL, application: XID_APPLICATION}, MEGATRON_MULTI,
+                                 tmp_path / "run", nvidia_nodes, MEGATRON_ARGS)
     out = proc.stdout
     assert proc.returncode != 0
-    assert (f"{critical} preflight FAIL gpu_errors: 1 critical GPU error in the kernel log since boot {DMESG}: "
-            f"XID 79 (GPU has fallen off the bus): {XID_CRITICAL}") in out
-    assert (f"{application} preflight OK   gpu_errors: no critical GPU error in the kernel log since boot {DMESG}; "
-            f"reported, not failed: XID 43 (GPU stopped processing: an application's fault): {XID_APPLICATION}") in out
+    assert_failed_and_reported(out, critical, f"XID 79 (GPU has fallen off the bus): {XID_CRITICAL}", application,
+                               f"XID 43 (GPU stopped processing: an application's fault): {XID_APPLICATION}")
     assert f"preflight failed on {critical}: gpu_errors" in out and f"preflight failed on {application}" not in out
     assert_no_training_container(simcluster, nvidia_nodes)
 
 
 def test_an_application_xid_alone_lets_the_run_pass(simcluster, nvidia_nodes, tmp_path):
-    with appended(simcluster, nvidia_nodes[0], XID_APPLICATION):
-        proc = run_train(simcluster, MEGATRON_MULTI, tmp_path / "run", nvidia_nodes, args=MEGATRON_ARGS)
+    proc = run_with_kernel_lines(simcluster, {nvidia_nodes[0]: XID_APPLICATION}, MEGATRON_MULTI, tmp_path / "run",
+                                 nvidia_nodes, MEGATRON_ARGS)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert results(tmp_path / "run")["verdict"] == "PASS"
 

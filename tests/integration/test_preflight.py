@@ -48,30 +48,23 @@ def test_shm_size_beyond_the_nodes_memory_fails_preflight(simcluster, tmp_path):
     assert_no_training_container(simcluster, nodes)
 
 
-def test_a_node_whose_user_has_no_sudo_is_named_before_any_container(simcluster, access, tmp_path):
+@pytest.mark.parametrize("which, option, reason", [
+    (1, "--no-sudo", "gpu_errors: reading the kernel log needs sudo, and {user} has none (sudo: a password is "
+                     "required; set preflight_kernel_log: skip to go on without it)"),
+    (0, "--no-docker-group", "docker: user {user} cannot reach the Docker socket /var/run/docker.sock (not in group "
+                             "docker)"),
+], ids=["no-sudo", "no-docker-group"])
+def test_a_node_whose_user_lacks_a_privilege_is_named_before_any_container(simcluster, access, tmp_path, which,
+                                                                           option, reason):
     nodes = simcluster.nodes[:2]
-    access(nodes[1], "--no-sudo")
+    lacking, other = nodes[which], nodes[1 - which]
+    access(lacking, option)
     proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes)
     assert proc.returncode != 0
-    reason = (f"gpu_errors: reading the kernel log needs sudo, and {simcluster.user} has none (sudo: a password is "
-              "required; set preflight_kernel_log: skip to go on without it)")
-    assert f"{nodes[1]} preflight FAIL {reason}" in proc.stdout
-    assert f"preflight failed on {nodes[1]}: {reason}" in proc.stdout
-    assert f"preflight failed on {nodes[0]}" not in proc.stdout
-    assert "Container | Start or replace the training container" not in proc.stdout
-    assert_no_training_container(simcluster, nodes)
-
-
-def test_a_node_whose_user_is_outside_the_docker_group_is_named_before_any_container(simcluster, access, tmp_path):
-    nodes = simcluster.nodes[:2]
-    access(nodes[0], "--no-docker-group")
-    proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes)
-    assert proc.returncode != 0
-    reason = (f"docker: user {simcluster.user} cannot reach the Docker socket /var/run/docker.sock "
-              "(not in group docker)")
-    assert f"{nodes[0]} preflight FAIL {reason}" in proc.stdout
-    assert f"preflight failed on {nodes[0]}: {reason}" in proc.stdout
-    assert f"preflight failed on {nodes[1]}" not in proc.stdout
+    reason = reason.format(user=simcluster.user)
+    assert f"{lacking} preflight FAIL {reason}" in proc.stdout
+    assert f"preflight failed on {lacking}: {reason}" in proc.stdout
+    assert f"preflight failed on {other}" not in proc.stdout
     assert "Container | Start or replace the training container" not in proc.stdout
     assert_no_training_container(simcluster, nodes)
 
