@@ -470,10 +470,9 @@ def kernel_log_checks(kernel_log, run):
     if kernel_log["privilege"] == "become" and os.geteuid() != 0:
         refused = _probe.sudo_check(_probe.account_name(os.geteuid()), run) if kernel_log["check_sudo"] else None
         return [refused] if refused else []
-    root = os.geteuid() == 0 and kernel_log["privilege"] == "none"
     return [_health.kernel_log_check(kernel_log["command"], run, kernel_log["patterns"],
                                      _health.window_seconds(kernel_log["since"]), _health.uptime(),
-                                     "as root" if root else "")]
+                                     "as root" if os.geteuid() == 0 else "")]
 
 
 def claim_node(params, node):
