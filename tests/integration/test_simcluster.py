@@ -180,16 +180,16 @@ def test_nodes_are_reached_as_a_user_with_passwordless_sudo_and_the_docker_group
 def test_the_kernel_log_refuses_the_user_and_answers_under_sudo(simcluster):
     node = simcluster.nodes[0]
     refused = simcluster.ssh(node, "dmesg", check=False)
-    assert (refused.returncode, refused.stderr.strip()) == (1, "dmesg: read kernel buffer failed: Operation not "
-                                                                "permitted")
+    expected = "dmesg: read kernel buffer failed: Operation not permitted"
+    assert (refused.returncode, refused.stderr.strip()) == (1, expected)
     assert f"[clusterval simulator] simulated kernel log of {node}" in simcluster.ssh(node, "sudo dmesg").stdout
 
 
 def test_the_vendors_gpu_tools_are_at_their_real_paths(simcluster, nvidia_nodes):
     amd = simcluster.nodes[0]
     assert simcluster.ssh(amd, "/opt/rocm/bin/amd-smi static --asic | grep -c MARKET_NAME").stdout.strip() == "8"
-    assert '"Card Series": "AMD Instinct MI300X"' in simcluster.ssh(amd, "/opt/rocm/bin/rocm-smi --showproductname "
-                                                                          "--json").stdout
+    products = simcluster.ssh(amd, "/opt/rocm/bin/rocm-smi --showproductname --json").stdout
+    assert '"Card Series": "AMD Instinct MI300X"' in products
     assert simcluster.ssh(amd, "/opt/rocm/bin/rocminfo | grep -c 'Device Type: *GPU'").stdout.strip() == "8"
     assert simcluster.ssh(amd, "test -e /usr/bin/nvidia-smi", check=False).returncode == 1
     nvidia = nvidia_nodes[0]
