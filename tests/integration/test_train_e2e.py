@@ -125,6 +125,13 @@ def test_jax_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert (tmp_path / "plan.json").is_file()
     assert_no_training_container(simcluster, nodes)
     assert "shared_cache: " in proc.stdout and not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))
+    # preflight's real defaults, as the nodes' user (not root): dmesg as root through become, the GPUs through
+    # the vendor's tool at its real path
+    for node in nodes:
+        assert f"{node} preflight OK   gpu_errors: no GPU error in the kernel log since boot (dmesg, as root)" \
+            in proc.stdout
+        assert (f"{node} preflight OK   gpu_count: /opt/rocm/bin/amd-smi lists 8 GPUs (AMD Instinct MI300X), the "
+                "plan needs 8") in proc.stdout
 
 
 def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
