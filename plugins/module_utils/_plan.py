@@ -52,7 +52,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
-    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
+    MEASURED_JAXLIB, XLA_FLAGS, checked_version, render_flag_variables, version_from_image)
+from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 
 FRAMEWORKS = PLANNED
 FULL_FORM = "full"
@@ -548,6 +549,9 @@ def coordinator_port(ctx: Context) -> int:
 
 def check_parallelism(ctx: Context, nnodes: int) -> None:
     gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
+    if ctx.gpu_vendor == _tpu.TPU:
+        _tpu.check_job(ctx.framework, ctx.selection.gpu_arch, ctx.params, gpus, nnodes, ctx.selection.path)
+        return
     if ctx.framework == MAXTEXT:
         _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
         return
@@ -705,8 +709,9 @@ def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
                               "a value (not shown)")
 
 
-def xla_flags(ctx: Context) -> str:
-    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
+def xla_flags(ctx: Context) -> Dict[str, str]:
+    """XLA_FLAGS (and on TPU LIBTPU_INIT_ARGS) from the config's xla_* keys, then config.xla_flags, then the
+    model's xla_flags (last wins): each flag where the nodes' libraries accept it."""
     top = {key: value for key, value in ctx.config.items()
            if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
     sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
@@ -717,9 +722,10 @@ def xla_flags(ctx: Context) -> str:
     hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
     version = jaxlib_version(ctx)
     ctx.xla_checked = xla_check_statement(version)
-    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
+    on_tpu = ctx.gpu_vendor == _tpu.TPU or hardware.startswith("tpu")
+    rendered, warnings = render_flag_variables(sources, _tpu.TPU if on_tpu else "gpu", version)
     ctx.warnings.extend(warnings)
-    return rendered
+    return {XLA_FLAGS: "", **rendered}
 
 
 def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:
@@ -764,7 +770,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     hf_token_file = handed_token_path(ctx.run_dir) if ctx.options.hf_token_handed else ctx.config.get("hf_token_file")
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
-            "realism": realism(container["image"]),
+            "realism": realism(container["image"], ctx.gpu_vendor == _tpu.TPU),
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
 
 
@@ -790,6 +796,8 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
     ctx.warnings.extend(check.warnings)
     values = _maxtext.maxtext_params(ctx.params, path)
+    if ctx.gpu_vendor == _tpu.TPU:
+        values = _tpu.maxtext_values(values, path)
     ctx.warnings.extend(_maxtext.key_warnings(str(ctx.config.get("container_image", "")), values, path))
     enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
     yaml_path = "%s/maxtext.yml" % ctx.run_dir
@@ -798,7 +806,7 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     root = maxtext_root(ctx)
     candidates = train_script_paths(ctx, root)
     lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
-    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
+    return {"env": xla_flags(ctx), "workdir": root, "run_lines": lines,
             "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
             "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
 
@@ -919,7 +927,7 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "shm_size": shm_size,
         "network_mode": "host",
         "ipc_mode": "host",
-        "privileged": False,
+        "privileged": _gpus.VENDOR_FACTS[ctx.gpu_vendor].privileged,
         "capabilities": ["IPC_LOCK", "SYS_PTRACE"],
         "security_opts": ["seccomp=unconfined"],
         "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
@@ -1031,14 +1039,16 @@ def is_simulator(image: str) -> bool:
     return is_repository(image, SIMULATOR_REPOSITORY)
 
 
-def realism(image: str) -> Optional[Dict[str, List[str]]]:
+def realism(image: str, tpu: bool = False) -> Optional[Dict[str, List[str]]]:
     """What is real and what is simulated in a run of the real-framework image (None for any other image:
-    a real image on real nodes is real, and the simulator says SIMULATED)."""
+    a real image on real nodes is real, and the simulator says SIMULATED); on TPU nodes, _tpu.REALISM's."""
     if not is_repository(image, REAL_FRAMEWORK_REPOSITORY):
         return None
     tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
     maxtext = re.search(r"maxtext-([0-9][0-9.]*[0-9])", tag)
     jaxlib = version_from_image(image)
+    if tpu:
+        return _tpu.realism(maxtext.group(1) if maxtext else None, jaxlib)
     return {
         "real": ["MaxText's own train.py%s" % (" (maxtext %s from PyPI)" % maxtext.group(1) if maxtext else ""),
                  "JAX and XLA%s on CPU, parsing the rendered XLA_FLAGS" % (" (jaxlib %s)" % jaxlib if jaxlib else ""),
@@ -1078,7 +1088,11 @@ def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Di
     env = dict(common["env"])
     env["NNODES"] = str(job.nnodes)
     env["NODE_RANK"] = str(rank)
-    if ctx.framework == MAXTEXT:
+    if ctx.gpu_vendor == _tpu.TPU:
+        # JAX's TPU discovery joins the hosts (its coordinator: the first worker, port 8482)
+        env.update(_tpu.worker_env(ctx.selection.gpu_arch, [host.address for host in job.hosts], rank,
+                                   _tpu.slice_count(ctx.params, ctx.selection.path), ctx.options.gpus_per_node))
+    elif ctx.framework == MAXTEXT:
         env["JAX_COORDINATOR_IP"] = job.coordinator_address
         env["JAX_COORDINATOR_PORT"] = str(job.coordinator_port)
         env["JAX_COORDINATOR_ADDRESS"] = "%s:%d" % (job.coordinator_address, job.coordinator_port)
