@@ -77,9 +77,10 @@ CATALOGUE: Dict[str, str] = {
 MEASURED_JAXLIB = ("0.4.35", "0.5.3", "0.6.2", "0.7.2", "0.9.2", "0.12.0.1")
 # The libtpu releases asked about every catalogue flag on a host without a TPU (simulator/real/xla_probe.py
 # --tpu: each flag alone in LIBTPU_INIT_ARGS, then alone in XLA_FLAGS, with jaxlib 0.12.0.1 on Python 3.13,
-# 2026-11-29; the answers are in tests/fixtures/xla/libtpu-*.json). libtpu refuses every other catalogue
-# flag ("ERROR: Unknown command line flag"), exit 1.
-MEASURED_LIBTPU = ("0.0.50.1",)
+# 2026-11-29; the answers are in tests/fixtures/xla/libtpu-*.json; 0.0.50.1 is what jax[tpu] 0.12.0.1 pins).
+# libtpu refuses every other catalogue flag ("ERROR: Unknown command line flag"), exit 1; on a TPU host
+# jaxlib answers for XLA_FLAGS as on CPU (KNOWN_IN).
+MEASURED_LIBTPU = ("0.0.50.1", "0.0.52")
 # The catalogue flags libtpu accepts in LIBTPU_INIT_ARGS: the measured versions that accept them.
 LIBTPU_KNOWN_IN: Dict[str, Tuple[str, ...]] = {
     name: MEASURED_LIBTPU for name in (

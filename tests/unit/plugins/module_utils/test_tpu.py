@@ -11,7 +11,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan import H
 from ansible_collections.clusterval.training.plugins.module_utils._tpu import (
     accelerator_type, check_mesh, worker_env)
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
-    CATALOGUE, LIBTPU_INIT_ARGS, LIBTPU_KNOWN_IN, MEASURED_LIBTPU, XLA_FLAGS, render_flag_variables)
+    CATALOGUE, LIBTPU_INIT_ARGS, LIBTPU_KNOWN_IN, MEASURED_LIBTPU, XLA_FLAGS, knows, render_flag_variables)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "xla")
@@ -59,6 +59,13 @@ def test_the_catalogue_says_what_the_recorded_libtpu_answered(version):
     for name, answer in answers.items():
         if not answer[LIBTPU_INIT_ARGS]["accepted"]:
             assert answer[LIBTPU_INIT_ARGS]["line"].startswith("ERROR: Unknown command line flag '%s'" % name)
+
+
+@pytest.mark.parametrize("version", MEASURED_LIBTPU)
+def test_on_a_tpu_host_jaxlib_answers_for_xla_flags_as_on_cpu(version):
+    jaxlib = recorded(version)["jaxlib"]
+    for name, answer in recorded(version)["flags"].items():
+        assert answer[XLA_FLAGS]["accepted"] == bool(knows(name, jaxlib)), name
 
 
 def test_tristates_are_auto_and_every_token_has_its_dashes():

@@ -1,0 +1,111 @@
+"""TPU-like simulated nodes (`scripts/simcluster vendor tpu`) with the real-framework image (`pytest -m real`).
+
+Real here: MaxText's own train.py with `hardware: tpu`, libtpu (as jax[tpu] pins it) parsing the
+LIBTPU_INIT_ARGS the plan renders, JAX's TPU discovery joining the two hosts from TPU_WORKER_HOSTNAMES,
+TPU_WORKER_ID and MEGASCALE_*. Simulated: the chips (libtpu fails its topology; JAX trains on CPU).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._xla import (
+    CATALOGUE, LIBTPU_INIT_ARGS, LIBTPU_KNOWN_IN, XLA_FLAGS)
+from test_real_maxtext import node_log, verdict_line
+from test_real_xla import SAMPLE, SAMPLE_OF, pinned
+from test_train_e2e import REPO, assert_no_training_container, results, train_argv
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real]
+
+TPU_CONFIG = "configs/tpu/v5p_llama3_1_8b.json"
+TPU = {"simcluster_tpu": True, "training_gpus_per_node": 4}
+RUN_TIMEOUT_S = 400
+SIMCLUSTER = str(REPO / "scripts" / "simcluster")
+
+
+@pytest.fixture(scope="module")
+def tpu_nodes(simcluster) -> list[str]:
+    """The first two nodes as TPU VM hosts with the real-framework image; AMD-like again afterwards."""
+    image = subprocess.run([SIMCLUSTER, "real-image"], capture_output=True, text=True, timeout=1800, check=False)
+    assert image.returncode == 0, image.stderr[-3000:]
+    nodes = simcluster.nodes[:2]
+    subprocess.run([SIMCLUSTER, "vendor", "tpu", *nodes], check=True, capture_output=True, timeout=60)
+    try:
+        yield nodes
+    finally:
+        subprocess.run([SIMCLUSTER, "vendor", "amd", *nodes], check=True, capture_output=True, timeout=60)
+
+
+def run_tpu(cluster, run_dir, nodes, extra=None) -> tuple[int, str]:
+    argv = train_argv(cluster, TPU_CONFIG, run_dir, nodes, extra) + ["-e", json.dumps(TPU)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_tpu_job_on_two_tpu_nodes_passes_with_real_maxtext_and_libtpu(simcluster, tpu_nodes, tmp_path):
+    code, out = run_tpu(simcluster, tmp_path, tpu_nodes)
+    assert code == 0, out[-5000:]
+    assert verdict_line(out).startswith("VERDICT: PASS"), verdict_line(out)
+    document = results(tmp_path)
+    assert document["verdict"] == "PASS"
+    assert any("libtpu" in part for part in document["realism"]["real"]), document["realism"]
+    assert any("TPU chips" in part for part in document["realism"]["simulated"]), document["realism"]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["gpu_vendor"] == "tpu"
+    env = node_view(plan, tpu_nodes[1])["container"]["env"]
+    assert "--xla_tpu_enable_async_collective_fusion=true" in env[LIBTPU_INIT_ARGS].split(" "), env
+    assert (env["TPU_WORKER_ID"], env["TPU_ACCELERATOR_TYPE"]) == ("1", "v5p-16"), env
+    for name in tpu_nodes:
+        log = node_log(tmp_path, name)
+        # MaxText's step lines, and JAX's TPU discovery joined both hosts: two CPU devices
+        assert "completed step: 11," in log, log[-3000:]
+        assert "JAX global devices: [CpuDevice(id=0), CpuDevice(id=" in log, log[:4000]
+    assert_no_training_container(simcluster, tpu_nodes)
+
+
+def test_a_flag_libtpu_refuses_fails_the_run_naming_the_flag(simcluster, tpu_nodes, tmp_path):
+    bad = {"model_params": {"multi_node": {"llama3.1-8b": {"v5p": {"xla_flags": {
+        "xla_tpu_enable_async_collective_fusion_fuse_all_gathr": "true"}}}}}}
+    code, out = run_tpu(simcluster, tmp_path, tpu_nodes, bad)
+    assert code != 0, out[-4000:]
+    assert verdict_line(out).startswith("VERDICT: FAIL"), verdict_line(out)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert any("unknown XLA flag xla_tpu_enable_async_collective_fusion_fuse_all_gathr" in w
+               for w in plan["warnings"]), plan["warnings"]
+    document = results(tmp_path)
+    causes = [c["actual"] for c in document["checks"] if c["check"] == "errors" and c["status"] == "fail"]
+    assert causes and all("Unknown command line flag 'xla_tpu_enable_async_collective_fusion_fuse_all_gathr'"
+                          in str(c) for c in causes), causes
+    assert "xla_tpu_enable_async_collective_fusion_fuse_all_gathr" in verdict_line(out), verdict_line(out)
+    assert_no_training_container(simcluster, tpu_nodes)
+
+
+def test_the_split_holds_for_the_images_libtpu(simcluster, tpu_nodes):
+    """Every catalogue flag fed to the image's real libtpu and jaxlib, the TPU way (xla_probe.py --tpu)."""
+    image = subprocess.run([SIMCLUSTER, "real-image"], capture_output=True, text=True, timeout=1800, check=False)
+    version = pinned("libtpu")
+    flags = [[name, SAMPLE_OF.get(name, "auto" if kind == "tristate" else SAMPLE[kind])]
+             for name, kind in CATALOGUE.items()]
+    probe_dir = simcluster.shared_dir / "tpu-probe"
+    probe_dir.mkdir(exist_ok=True)
+    try:
+        shutil.copy(REPO / "simulator" / "real" / "xla_probe.py", probe_dir / "xla_probe.py")
+        (probe_dir / "flags.json").write_text(json.dumps(flags))
+        proc = simcluster.docker(tpu_nodes[0], "run", "--rm", "--network", "none", "-v", f"{probe_dir}:/probe:ro",
+                                 image.stdout.strip(), "sh", "-c",
+                                 "python3 /probe/xla_probe.py --tpu < /probe/flags.json", timeout=1200)
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+    answer = json.loads(proc.stdout)
+    assert answer["libtpu"] == version
+    for name, result in answer["flags"].items():
+        assert result[LIBTPU_INIT_ARGS]["accepted"] == (version in LIBTPU_KNOWN_IN.get(name, ())), (name, result)
+        if name in LIBTPU_KNOWN_IN:
+            assert not result[XLA_FLAGS]["accepted"], (name, result)
