@@ -516,10 +516,11 @@ def warn_about_nnodes(ctx: Context, nhosts: int) -> None:
 # -- jobs -----------------------------------------------------------------------------------------
 
 def make_jobs(ctx: Context, hosts: Sequence[Host]) -> List[Job]:
-    port = coordinator_port(ctx)
+    tpu = ctx.gpu_vendor == _tpu.TPU   # JAX's TPU discovery: the first worker, on its own port
+    port = _tpu.DISCOVERY_PORT if tpu else coordinator_port(ctx)
     if ctx.selection.mode == "single_node":
         return [Job("job-%d" % index, [host], "localhost", port) for index, host in enumerate(hosts)]
-    return [Job("job-0", list(hosts), coordinator_address(ctx, hosts), port)]
+    return [Job("job-0", list(hosts), hosts[0].address if tpu else coordinator_address(ctx, hosts), port)]
 
 
 def coordinator_address(ctx: Context, hosts: Sequence[Host]) -> str:

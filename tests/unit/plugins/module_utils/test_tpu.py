@@ -151,6 +151,8 @@ def test_a_tpu_plan_splits_the_flags_and_joins_the_hosts_the_tpu_way():
         ("10.0.0.1,10.0.0.2", "1", "v5p-16")
     assert not [name for name in env if name.startswith(("JAX_COORDINATOR", "JAX_PROCESS", "NCCL_"))]
     assert container["privileged"] and container["network_mode"] == "host"
+    assert (result["nodes"]["t2"]["coordinator_address"], result["nodes"]["t2"]["coordinator_port"]) == \
+        ("10.0.0.1", 8482)
     assert result["gpu_vendor"] == "tpu"
     yaml_text = next(f["content"] for f in result["nodes"]["t1"]["files"] if f["path"].endswith("maxtext.yml"))
     assert "hardware: tpu" in yaml_text.splitlines()
