@@ -142,7 +142,8 @@ def maxtext_values(values: Mapping[str, Any], path: str) -> Dict[str, Any]:
 def realism(maxtext: Optional[str], jaxlib: Optional[str]) -> Dict[str, List[str]]:
     """What is real and what is simulated in a run of the real-framework image on TPU-like simulated nodes."""
     return {
-        "real": ["MaxText's own train.py%s with hardware: tpu" % (" (maxtext %s from PyPI)" % maxtext if maxtext else ""),
+        "real": ["MaxText's own train.py%s with hardware: tpu"
+                 % (" (maxtext %s from PyPI)" % maxtext if maxtext else ""),
                  "libtpu (as jax[tpu] pins it) parsing the rendered LIBTPU_INIT_ARGS; a flag it refuses ends the run",
                  "JAX's TPU discovery joining the hosts from TPU_WORKER_HOSTNAMES and TPU_WORKER_ID (port %d), and "
                  "XLA%s parsing XLA_FLAGS" % (DISCOVERY_PORT, " (jaxlib %s)" % jaxlib if jaxlib else "")],
