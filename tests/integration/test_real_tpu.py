@@ -23,7 +23,7 @@ from test_train_e2e import REPO, assert_no_training_container, results, train_ar
 pytestmark = [pytest.mark.cluster, pytest.mark.real]
 
 TPU_CONFIG = "configs/tpu/v5p_llama3_1_8b.json"
-TPU = {"simcluster_tpu": True, "training_gpus_per_node": 4}
+TPU = {"simcluster_tpu": True, "training_gpus_per_node": 4, "training_gpu_arch": "v5p"}
 RUN_TIMEOUT_S = 400
 SIMCLUSTER = str(REPO / "scripts" / "simcluster")
 
