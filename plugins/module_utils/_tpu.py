@@ -11,7 +11,6 @@ host, port 8482), and the slices of a multislice job from MEGASCALE_*.
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -73,30 +72,14 @@ def check_slices(nnodes: int, slices: int, path: str) -> int:
     return nnodes // slices
 
 
-def check_mesh(params: Mapping[str, Any], chips_per_host: int, nnodes: int, path: str) -> None:
-    """The TPU way: MaxText's ici_* axes multiply to the chips of one slice, its dcn_* axes to the slices."""
+def mesh_totals(params: Mapping[str, Any], chips_per_host: int, nnodes: int,
+                path: str) -> Tuple[Tuple[int, str], Tuple[int, str]]:
+    """The TPU way: MaxText's ici_* axes multiply to the chips of one slice, its dcn_* axes to the slices
+    (each with what it counts, for the error)."""
     slices = slice_count(params, path)
     hosts_per_slice = check_slices(nnodes, slices, path)
-    _check_axes(params, "ici_", hosts_per_slice * chips_per_host, path,
-                "chips in a slice (%d hosts x %d chips)" % (hosts_per_slice, chips_per_host))
-    _check_axes(params, "dcn_", slices, path, "TPU slices (num_slices)")
-
-
-def _check_axes(params: Mapping[str, Any], prefix: str, total: int, path: str, what: str) -> None:
-    sizes = {key: params[key] for key in params
-             if isinstance(key, str) and key.startswith(prefix) and key.endswith("_parallelism")}
-    for key, value in sizes.items():
-        if isinstance(value, bool) or not re.match(r"^-?[0-9]+$", str(value).strip()) \
-                or int(str(value)) == 0 or int(str(value)) < -1:
-            raise ConfigError(join_path(path, key), "a positive integer or -1", show(value))
-    numbers = {key: int(str(value)) for key, value in sizes.items()}
-    rest = [key for key, size in numbers.items() if size == -1]
-    if len(rest) > 1:
-        raise ConfigError(join_path(path, rest[1]), "at most one -1 among %s" % ", ".join(numbers), show(sizes[rest[1]]))
-    fixed = math.prod(size for size in numbers.values() if size != -1)
-    if (total % fixed if rest else fixed != total) if numbers else False:
-        shown = " x ".join("%s=%d" % item for item in numbers.items())
-        raise ConfigError(path, "a product of %s equal to the %d %s" % (", ".join(numbers), total, what), shown)
+    chips = "chips in a slice (%d hosts x %d chips)" % (hosts_per_slice, chips_per_host)
+    return (hosts_per_slice * chips_per_host, chips), (slices, "TPU slices (num_slices)")
 
 
 def worker_env(arch: str, addresses: Sequence[str], rank: int, slices: int,
@@ -118,15 +101,13 @@ def worker_env(arch: str, addresses: Sequence[str], rank: int, slices: int,
     return env
 
 
-def check_job(framework: str, arch: str, params: Mapping[str, Any], chips_per_host: int, nnodes: int,
-              path: str) -> None:
-    """A TPU job: MaxText (JAX) on a TPU generation's block, its mesh fitting the slices."""
+def check_job(framework: str, arch: str, path: str) -> None:
+    """A TPU job: MaxText (JAX) on a TPU generation's block."""
     if framework != "maxtext":
         raise ConfigError(path, "a MaxText config on TPU nodes (libtpu runs JAX; %s needs GPUs)" % framework,
                           framework)
     if not is_tpu_arch(arch):
         raise ConfigError(path, "a TPU generation's block (%s) on TPU nodes" % ", ".join(ARCHS), show(arch))
-    check_mesh(params, chips_per_host, nnodes, path)
 
 
 def maxtext_values(values: Mapping[str, Any], path: str) -> Dict[str, Any]:

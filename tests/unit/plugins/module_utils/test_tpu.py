@@ -8,8 +8,8 @@ import pytest
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
-from ansible_collections.clusterval.training.plugins.module_utils._tpu import (
-    accelerator_type, check_mesh, worker_env)
+from ansible_collections.clusterval.training.plugins.module_utils._stack_maxtext import check_parallelism
+from ansible_collections.clusterval.training.plugins.module_utils._tpu import accelerator_type, worker_env
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
     CATALOGUE, LIBTPU_INIT_ARGS, LIBTPU_KNOWN_IN, MEASURED_LIBTPU, XLA_FLAGS, knows, render_flag_variables)
 
@@ -115,6 +115,10 @@ def test_several_slices_get_megascale_settings():
                                                    ("v5p", 2, "v5p-16"), ("v6e", 2, "v6e-8")])
 def test_accelerator_types_count_cores_or_chips_as_google_names_them(arch, hosts, expected):
     assert accelerator_type(arch, hosts) == expected
+
+
+def check_mesh(params, chips_per_host, nnodes, path):
+    check_parallelism(params, chips_per_host, nnodes, path, "tpu")
 
 
 def test_ici_axes_multiply_to_the_chips_of_a_slice_and_dcn_to_the_slices():
