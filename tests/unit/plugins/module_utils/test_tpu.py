@@ -19,18 +19,8 @@ CONFIG = os.path.join(REPO, "configs", "tpu", "v5p_llama3_1_8b.json")
 HOSTS = [Host("t1", "10.0.0.1"), Host("t2", "10.0.0.2")]
 IMAGE = "clusterval/jax-maxtext:maxtext-0.2.5-jaxlib-0.12.0.1"
 # Seed 002's table (MaxText's "XLA flags used by MaxText"), in its order.
-SEED_002 = [
-    "xla_tpu_enable_data_parallel_all_reduce_opt", "xla_tpu_data_parallel_opt_different_sized_ops",
-    "xla_tpu_enable_async_collective_fusion", "xla_tpu_enable_async_collective_fusion_fuse_all_gather",
-    "xla_tpu_enable_async_collective_fusion_multiple_steps", "xla_tpu_overlap_compute_collective_tc",
-    "xla_enable_async_all_gather", "xla_tpu_spmd_rng_bit_generator_unsafe", "xla_tpu_megacore_fusion_allow_ags",
-    "xla_tpu_enable_ag_backward_pipelining", "xla_enable_async_collective_permute", "xla_dump_to",
-    "xla_gpu_enable_latency_hiding_scheduler", "xla_gpu_enable_triton_gemm", "xla_gpu_enable_command_buffer",
-    "xla_gpu_all_reduce_combine_threshold_bytes", "xla_gpu_all_gather_combine_threshold_bytes",
-    "xla_gpu_reduce_scatter_combine_threshold_bytes", "xla_gpu_enable_pipelined_all_gather",
-    "xla_gpu_enable_pipelined_reduce_scatter", "xla_gpu_enable_pipelined_all_reduce",
-    "xla_gpu_enable_while_loop_double_buffering", "xla_gpu_enable_all_gather_combine_by_dim",
-    "xla_gpu_enable_reduce_scatter_combine_by_dim", "xla_disable_hlo_passes"]
+with open(os.path.join(FIXTURES, "seed-002-flags.json"), encoding="utf-8") as _handle:
+    SEED_002 = json.load(_handle)["flags"]
 
 
 def recorded(version):
