@@ -180,6 +180,7 @@ class Vendor(NamedTuple):
 ROCM_ONLY_ENV = re.compile(r"^(?:HSA_|HIP_|ROCM_|ROCBLAS_|RCCL_|MIOPEN_|HIPBLASLT_|TENSILE_|AMD_|NVTE_CK_|"
                            r"PYTORCH_ROCM_|GPU_MAX_HW_QUEUES$|TORCH_BLAS_PREFER_HIPBLASLT$)")
 NO_ENV = re.compile(r"(?!)")
+TPU_DEVICES = ("/dev/vfio", "/dev/accel0", "/dev/accel1", "/dev/accel2", "/dev/accel3")
 GPU_STACK_ENV = re.compile(r"^(?:NCCL_|TORCH_NCCL_|CUDA_|NVIDIA_|NVTE_|UCX_|HCOLL_)|" + ROCM_ONLY_ENV.pattern[1:])
 VENDOR_FACTS: Dict[str, Vendor] = {
     AMD: Vendor(AMD, "AMD Instinct (ROCm)", ("video", "render"), ("/dev/kfd", "/dev/dri"),
@@ -189,8 +190,7 @@ VENDOR_FACTS: Dict[str, Vendor] = {
     # TPU VMs: a privileged container on the host network, one process per host; /dev/vfio/* on v5e, v5p and
     # v6e, /dev/accel* on v4; no GPU stack, no RDMA (ICI within a slice, DCN across); MaxText's own images
     # keep it in /deps.
-    TPU: Vendor(TPU, "Google TPU (libtpu)", (), ("/dev/vfio", "/dev/accel0", "/dev/accel1", "/dev/accel2",
-                                               "/dev/accel3"), None, GPU_STACK_ENV, "/deps", None, True),
+    TPU: Vendor(TPU, "Google TPU (libtpu)", (), TPU_DEVICES, None, GPU_STACK_ENV, "/deps", None, True),
 }
 # How an NVIDIA container gets its GPUs: Docker's device request for the nvidia driver (``--gpus all``: the
 # NVIDIA Container Toolkit's runtime hook), or a CDI device request (``--device nvidia.com/gpu=all`` on a

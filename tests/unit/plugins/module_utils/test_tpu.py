@@ -59,9 +59,9 @@ def test_on_a_tpu_host_jaxlib_answers_for_xla_flags_as_on_cpu(version):
 
 
 def test_tristates_are_auto_and_every_token_has_its_dashes():
-    variables, warnings = render_flag_variables([({"xla_enable_async_all_gather": "kAuto",
-                                                  "--xla_tpu_enable_async_collective_fusion": True,
-                                                  "xla_dump_to": "/tmp/dump"}, "m.xla_flags")], "tpu")
+    flags = {"xla_enable_async_all_gather": "kAuto", "--xla_tpu_enable_async_collective_fusion": True,
+             "xla_dump_to": "/tmp/dump"}
+    variables, warnings = render_flag_variables([(flags, "m.xla_flags")], "tpu")
     assert variables == {LIBTPU_INIT_ARGS: "--xla_enable_async_all_gather=auto "
                                            "--xla_tpu_enable_async_collective_fusion=true",
                          XLA_FLAGS: "--xla_dump_to=/tmp/dump"}
