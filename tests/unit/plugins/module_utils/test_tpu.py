@@ -32,7 +32,7 @@ def recorded(version):
 def test_every_seed_002_flag_lands_where_the_recorded_libtpu_and_jaxlib_accepted_it(version):
     answers = recorded(version)["flags"]
     flags = {name: answers[name][LIBTPU_INIT_ARGS]["value"] for name in SEED_002}
-    variables, _ = render_flag_variables([(flags, "m.xla_flags")], "tpu")
+    variables = render_flag_variables([(flags, "m.xla_flags")], "tpu")[0]
     for name in SEED_002:
         placed = [variable for variable, text in variables.items()
                   if any(token.startswith("--%s=" % name) for token in text.split(" "))]
@@ -127,10 +127,10 @@ def test_ici_axes_multiply_to_the_chips_of_a_slice_and_dcn_to_the_slices():
 
 # -- a plan for TPU hosts -----------------------------------------------------------------------
 
-def tpu_plan(overrides=None, arch="v5p", hosts=HOSTS):
+def tpu_plan(overrides=None, arch="v5p"):
     overrides = dict(overrides or {})
     overrides["config"] = {"container_image": IMAGE, **overrides.get("config", {})}
-    return plan_run(load_config_file(CONFIG), hosts, PlanOptions(
+    return plan_run(load_config_file(CONFIG), HOSTS, PlanOptions(
         config_path=CONFIG, overrides=overrides, run_id="r1", gpu_arch=arch, gpus_per_node=4))
 
 
