@@ -87,6 +87,10 @@ BUILTIN_SIGNATURES: List[Signature] = [
     # crash
     # XLA refusing XLA_FLAGS at start-up ("Unknown flag in" since jaxlib 0.5, "Unknown flags in" in 0.4)
     _sig("xla_unknown_flag", "crash", "Unknown flag"),
+    # libtpu refusing LIBTPU_INIT_ARGS (observed, libtpu 0.0.50.1: "ERROR: Unknown command line flag 'x'",
+    # "ERROR: Illegal value 'kAuto' specified for flag 'x'; ..."), then exit 1
+    _sig("libtpu_unknown_flag", "crash", "Unknown command line flag"),
+    _sig("libtpu_illegal_value", "crash", "Illegal value", r"Illegal value '.*' specified for flag '"),
     _sig("segfault", "crash", "Segmentation fault"),
     _sig("sigsegv", "crash", "SIGSEGV"),
     _sig("core_dumped", "crash", "core dumped"),
@@ -112,6 +116,7 @@ ANCHORS: List[bytes] = [
     b"Traceback (most recent", b"exitcode  :", b"CANCELLED AT", b"terminate called", b"result nan", b"found NaN",
     b"closed by remote peer", b"No space left", b"already in use", b"EADDRINUSE", b"SIGTERM", b"death signal",
     b"Exception", b"Interrupt", b"closed by peer", b"reset by peer", b"Unknown flag",
+    b"command line flag", b"Illegal value",
 ]
 
 # Failures that follow from another node's: the survivors' view of a dead peer. A node whose only

@@ -12,7 +12,10 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Pattern, Sequ
 
 AMD = "amd"
 NVIDIA = "nvidia"
-VENDORS = (AMD, NVIDIA)
+TPU = "tpu"
+VENDORS = (AMD, NVIDIA, TPU)
+# Google's TPU generations: the arch keys of a config's model_params (more TPU facts in _tpu.py).
+TPU_ARCHS = ("v4", "v5e", "v5p", "v6e")
 
 # GPU model name fragment -> arch key (longest match wins): the validation suite's MI300X -> mi300x,
 # MI325X -> mi325, MI350X -> mi350, MI355X -> mi355; NVIDIA's names as nvidia-smi prints them.
@@ -51,6 +54,8 @@ def vendor_of_arch(value: Any) -> Optional[str]:
     key = arch_key(value)
     if AMD_ARCH.match(key):
         return AMD
+    if key in TPU_ARCHS:
+        return TPU
     if key in {arch_key(a) for a in MODEL_ARCHS.values()}:
         return NVIDIA
     return None
@@ -169,16 +174,23 @@ class Vendor(NamedTuple):
     foreign_env: Pattern[str]            # environment of the other vendor's stack, never set on these nodes
     maxtext_root: str                    # the MaxText checkout in this vendor's JAX image
     hca_provider: Optional[str]          # the RDMA provider of the vendor's usual NICs (NCCL_IB_HCA names)
+    privileged: bool = False             # the container gets every device node of the host (TPU VMs)
 
 
 ROCM_ONLY_ENV = re.compile(r"^(?:HSA_|HIP_|ROCM_|ROCBLAS_|RCCL_|MIOPEN_|HIPBLASLT_|TENSILE_|AMD_|NVTE_CK_|"
                            r"PYTORCH_ROCM_|GPU_MAX_HW_QUEUES$|TORCH_BLAS_PREFER_HIPBLASLT$)")
 NO_ENV = re.compile(r"(?!)")
+TPU_DEVICES = ("/dev/vfio", "/dev/accel0", "/dev/accel1", "/dev/accel2", "/dev/accel3")
+GPU_STACK_ENV = re.compile(r"^(?:NCCL_|TORCH_NCCL_|CUDA_|NVIDIA_|NVTE_|UCX_|HCOLL_)|" + ROCM_ONLY_ENV.pattern[1:])
 VENDOR_FACTS: Dict[str, Vendor] = {
     AMD: Vendor(AMD, "AMD Instinct (ROCm)", ("video", "render"), ("/dev/kfd", "/dev/dri"),
                 "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu", NO_ENV, "/workspace/maxtext", None),
     # NGC and JAX-Toolbox images set their own LD_LIBRARY_PATH (CUDA, NCCL, HPC-X): never replace it.
     NVIDIA: Vendor(NVIDIA, "NVIDIA (CUDA)", (), (), None, ROCM_ONLY_ENV, "/opt/maxtext", "mlx5"),
+    # TPU VMs: a privileged container on the host network, one process per host; /dev/vfio/* on v5e, v5p and
+    # v6e, /dev/accel* on v4; no GPU stack, no RDMA (ICI within a slice, DCN across); MaxText's own images
+    # keep it in /deps.
+    TPU: Vendor(TPU, "Google TPU (libtpu)", (), TPU_DEVICES, None, GPU_STACK_ENV, "/deps", None, True),
 }
 # How an NVIDIA container gets its GPUs: Docker's device request for the nvidia driver (``--gpus all``: the
 # NVIDIA Container Toolkit's runtime hook), or a CDI device request (``--device nvidia.com/gpu=all`` on a

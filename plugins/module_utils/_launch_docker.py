@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 from ansible_collections.clusterval.training.plugins.module_utils import _gpus
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     is_documentation_key, is_unset, to_str, type_name)
@@ -90,7 +91,7 @@ def container_parts(ctx: Context) -> Dict[str, Any]:
         "shm_size": shm_size,
         "network_mode": "host",
         "ipc_mode": "host",
-        "privileged": False,
+        "privileged": _gpus.VENDOR_FACTS[ctx.gpu_vendor].privileged,
         "capabilities": ["IPC_LOCK", "SYS_PTRACE"],
         "security_opts": ["seccomp=unconfined"],
         "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
@@ -202,14 +203,16 @@ def is_simulator(image: str) -> bool:
     return is_repository(image, SIMULATOR_REPOSITORY)
 
 
-def realism(image: str) -> Optional[Dict[str, List[str]]]:
+def realism(image: str, tpu: bool = False) -> Optional[Dict[str, List[str]]]:
     """What is real and what is simulated in a run of the real-framework image (None for any other image:
-    a real image on real nodes is real, and the simulator says SIMULATED)."""
+    a real image on real nodes is real, and the simulator says SIMULATED); on TPU nodes, _tpu.realism's."""
     if not is_repository(image, REAL_FRAMEWORK_REPOSITORY):
         return None
     tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
     maxtext = re.search(r"maxtext-([0-9][0-9.]*[0-9])", tag)
     jaxlib = version_from_image(image)
+    if tpu:
+        return _tpu.realism(maxtext.group(1) if maxtext else None, jaxlib)
     return {
         "real": ["MaxText's own train.py%s" % (" (maxtext %s from PyPI)" % maxtext.group(1) if maxtext else ""),
                  "JAX and XLA%s on CPU, parsing the rendered XLA_FLAGS" % (" (jaxlib %s)" % jaxlib if jaxlib else ""),

@@ -57,6 +57,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._stacks import
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
+from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 
 FRAMEWORKS = PLANNED
 DEFAULT_JAX_PORT = 1234
@@ -303,7 +304,7 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
     ctx.gpu_vendor, ctx.gpu_vendor_source = vendor, source
     images = ctx.config.get("container_images")
     if images is not None and not isinstance(images, dict):
-        raise ConfigError("config.container_images", "an object of GPU vendor (amd, nvidia) to image", type_name(images))
+        raise ConfigError("config.container_images", "an object of GPU vendor (amd, nvidia, tpu) to image", type_name(images))
     if ctx.options.container_image is None and images and vendor in images and not is_unset(images[vendor]):
         ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
     arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
@@ -438,10 +439,11 @@ def warn_about_nnodes(ctx: Context, nhosts: int) -> None:
 # -- jobs -----------------------------------------------------------------------------------------
 
 def make_jobs(ctx: Context, hosts: Sequence[Host]) -> List[Job]:
-    port = coordinator_port(ctx)
+    tpu = ctx.gpu_vendor == _tpu.TPU   # JAX's TPU discovery: the first worker, on its own port
+    port = _tpu.DISCOVERY_PORT if tpu else coordinator_port(ctx)
     if ctx.selection.mode == "single_node":
         return [Job("job-%d" % index, [host], "localhost", port) for index, host in enumerate(hosts)]
-    return [Job("job-0", list(hosts), coordinator_address(ctx, hosts), port)]
+    return [Job("job-0", list(hosts), hosts[0].address if tpu else coordinator_address(ctx, hosts), port)]
 
 
 def coordinator_address(ctx: Context, hosts: Sequence[Host]) -> str:
@@ -471,8 +473,10 @@ def coordinator_port(ctx: Context) -> int:
 
 def check_parallelism(ctx: Context, nnodes: int) -> None:
     gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
+    if ctx.gpu_vendor == _tpu.TPU:
+        _tpu.check_job(ctx.framework, ctx.selection.gpu_arch, ctx.selection.path)
     if ctx.framework == MAXTEXT:
-        _stack_maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
+        _stack_maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path, ctx.gpu_vendor)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -659,7 +663,7 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     hf_token_file = handed_token_path(ctx.run_dir) if ctx.options.hf_token_handed else ctx.config.get("hf_token_file")
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
-            "realism": realism(container["image"]),
+            "realism": realism(container["image"], ctx.gpu_vendor == _tpu.TPU),
             "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None,
             "log": run_log(ctx)}
 
@@ -720,7 +724,11 @@ def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Di
     env = dict(common["env"])
     env["NNODES"] = str(job.nnodes)
     env["NODE_RANK"] = str(rank)
-    if ctx.framework == MAXTEXT:
+    if ctx.gpu_vendor == _tpu.TPU:
+        # JAX's TPU discovery joins the hosts (its coordinator: the first worker, port 8482)
+        env.update(_tpu.worker_env(ctx.selection.gpu_arch, [host.address for host in job.hosts], rank,
+                                   _tpu.slice_count(ctx.params, ctx.selection.path), ctx.options.gpus_per_node))
+    elif ctx.framework == MAXTEXT:
         env["JAX_COORDINATOR_IP"] = job.coordinator_address
         env["JAX_COORDINATOR_PORT"] = str(job.coordinator_port)
         env["JAX_COORDINATOR_ADDRESS"] = "%s:%d" % (job.coordinator_address, job.coordinator_port)

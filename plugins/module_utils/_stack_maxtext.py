@@ -13,7 +13,8 @@ from ansible_collections.clusterval.training.plugins.module_utils import _gpus
 from ansible_collections.clusterval.training.plugins.module_utils._config import is_unset, to_bool, type_name
 from ansible_collections.clusterval.training.plugins.module_utils._plan_context import ENV_LIKE_KEY, Context
 from ansible_collections.clusterval.training.plugins.module_utils._xla import (
-    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
+    MEASURED_JAXLIB, XLA_FLAGS, checked_version, render_flag_variables, version_from_image)
+from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 
 try:  # PyYAML comes with ansible-core; this module runs on the controller only (the plan), never on a node
     import yaml
@@ -142,9 +143,14 @@ def key_warnings(image: str, params: Mapping[str, Any], path: str) -> List[str]:
     return warnings
 
 
-def check_parallelism(params: Mapping[str, Any], gpus_per_node: int, nnodes: int, path: str) -> None:
-    _check_axes(params, _ICI, gpus_per_node, path, "GPUs per node")
-    _check_axes(params, _DCN, nnodes, path, "nodes in the job")
+def check_parallelism(params: Mapping[str, Any], gpus_per_node: int, nnodes: int, path: str,
+                      vendor: str = "") -> None:
+    """The ici_* axes multiply to the GPUs per node and the dcn_* axes to the nodes; on TPU hosts to the chips
+    of a slice and to the slices."""
+    (ici, ici_what), (dcn, dcn_what) = _tpu.mesh_totals(params, gpus_per_node, nnodes, path) \
+        if vendor == _tpu.TPU else ((gpus_per_node, "GPUs per node"), (nnodes, "nodes in the job"))
+    _check_axes(params, _ICI, ici, path, ici_what)
+    _check_axes(params, _DCN, dcn, path, dcn_what)
 
 
 def _check_axes(params: Mapping[str, Any], pattern: "re.Pattern[str]", total: int, path: str, what: str) -> None:
@@ -255,6 +261,8 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     check = check_model(ctx.selection.model, ctx.params, path)
     ctx.warnings.extend(check.warnings)
     values = maxtext_params(ctx.params, path)
+    if ctx.gpu_vendor == _tpu.TPU:
+        values = _tpu.maxtext_values(values, path)
     ctx.warnings.extend(key_warnings(str(ctx.config.get("container_image", "")), values, path))
     enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
     yaml_path = "%s/maxtext.yml" % ctx.run_dir
@@ -263,7 +271,7 @@ def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     root = maxtext_root(ctx)
     candidates = train_script_paths(ctx, root)
     lines, display = run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
-    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
+    return {"env": xla_flags(ctx), "workdir": root, "run_lines": lines,
             "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
             "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
 
@@ -291,8 +299,9 @@ def train_script_paths(ctx: Context, root: str = WORKDIR) -> List[str]:
     return list(paths)
 
 
-def xla_flags(ctx: Context) -> str:
-    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
+def xla_flags(ctx: Context) -> Dict[str, str]:
+    """XLA_FLAGS (and on TPU LIBTPU_INIT_ARGS) from the config's xla_* keys, then config.xla_flags, then the
+    model's xla_flags (last wins): each flag where the nodes' libraries accept it."""
     top = {key: value for key, value in ctx.config.items()
            if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
     sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
@@ -303,9 +312,10 @@ def xla_flags(ctx: Context) -> str:
     hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
     version = jaxlib_version(ctx)
     ctx.xla_checked = xla_check_statement(version)
-    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
+    on_tpu = ctx.gpu_vendor == _tpu.TPU or hardware.startswith("tpu")
+    rendered, warnings = render_flag_variables(sources, _tpu.TPU if on_tpu else "gpu", version)
     ctx.warnings.extend(warnings)
-    return rendered
+    return {XLA_FLAGS: "", **rendered}
 
 
 def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:

@@ -1,6 +1,6 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""XLA flag catalogue, typed checks and deterministic `XLA_FLAGS` rendering.
+"""XLA flag catalogue, typed checks and deterministic `XLA_FLAGS` and `LIBTPU_INIT_ARGS` rendering.
 
 The catalogue holds the flags MaxText's high-performance notes document (seed 002) and the
 flags the seed configs set. XLA aborts at start-up on an unknown flag, so an unknown name is
@@ -9,6 +9,10 @@ reported with the closest known one before any node starts.
 Which flags an XLA build knows depends on its version: ``KNOWN_IN`` records, for each catalogue flag
 that some measured jaxlib does not know, the measured versions that know it. With the version that
 the image runs (``jaxlib_version``), the plan warns about every flag that version does not know.
+
+On TPU hosts a flag goes where it is accepted, measured: libtpu parses ``LIBTPU_INIT_ARGS`` (``LIBTPU_KNOWN_IN``),
+jaxlib ``XLA_FLAGS``. A catalogue flag that neither accepts on the job's platform is refused before any node
+starts, naming where it would be accepted.
 """
 from __future__ import annotations
 
@@ -71,6 +75,24 @@ CATALOGUE: Dict[str, str] = {
 # tests/fixtures/xla/). The CPU wheel registers the
 # xla_gpu_* flags too; the xla_tpu_* flags belong to libtpu, so no jaxlib version decides them.
 MEASURED_JAXLIB = ("0.4.35", "0.5.3", "0.6.2", "0.7.2", "0.9.2", "0.12.0.1")
+# The libtpu releases asked about every catalogue flag on a host without a TPU (simulator/real/xla_probe.py
+# --tpu: each flag alone in LIBTPU_INIT_ARGS, then alone in XLA_FLAGS, with jaxlib 0.12.0.1 on Python 3.13,
+# 2026-11-29; the answers are in tests/fixtures/xla/libtpu-*.json; 0.0.50.1 is what jax[tpu] 0.12.0.1 pins).
+# libtpu refuses every other catalogue flag ("ERROR: Unknown command line flag"), exit 1; on a TPU host
+# jaxlib answers for XLA_FLAGS as on CPU (KNOWN_IN).
+MEASURED_LIBTPU = ("0.0.50.1", "0.0.52")
+# The catalogue flags libtpu accepts in LIBTPU_INIT_ARGS: the measured versions that accept them.
+LIBTPU_KNOWN_IN: Dict[str, Tuple[str, ...]] = {
+    name: MEASURED_LIBTPU for name in (
+        "xla_tpu_enable_data_parallel_all_reduce_opt", "xla_tpu_data_parallel_opt_different_sized_ops",
+        "xla_tpu_enable_async_collective_fusion", "xla_tpu_enable_async_collective_fusion_fuse_all_gather",
+        "xla_tpu_enable_async_collective_fusion_multiple_steps", "xla_tpu_overlap_compute_collective_tc",
+        "xla_tpu_spmd_rng_bit_generator_unsafe", "xla_tpu_megacore_fusion_allow_ags",
+        "xla_tpu_enable_ag_backward_pipelining", "xla_enable_async_all_gather",
+        "xla_enable_async_collective_permute")}
+XLA_FLAGS = "XLA_FLAGS"
+LIBTPU_INIT_ARGS = "LIBTPU_INIT_ARGS"
+
 # Catalogue flags that some measured jaxlib does not know ("Unknown flag(s) in XLA_FLAGS" and an abort):
 # the measured versions that know them. A flag not listed here is known to every measured version.
 KNOWN_IN: Dict[str, Tuple[str, ...]] = {
@@ -124,11 +146,11 @@ def _render_bool(value: Any, path: str) -> str:
 def _render_tristate(value: Any, path: str) -> str:
     word = str(value).strip().lower() if isinstance(value, (str, bool)) else ""
     if word in ("kauto", "auto"):
-        return "kAuto"
+        return "auto"   # libtpu refuses XLA's own spelling: "Illegal value 'kAuto' ... Valid options are: auto, ..."
     try:
         return _render_bool(value, path)
     except ConfigError:
-        raise ConfigError(path, "true, false or kAuto", show(value)) from None
+        raise ConfigError(path, "auto, true or false", show(value)) from None
 
 
 def _render_int(value: Any, path: str, minimum: Any) -> str:
@@ -210,12 +232,20 @@ def render_xla_flags(flags: Mapping[str, Any], path: str = "xla_flags", platform
 
 def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]], platform: str = "",
                         version: Optional[Tuple[str, str]] = None) -> Tuple[str, List[str]]:
-    """`XLA_FLAGS` from several (flags, path) sources in order; a later source's value of a flag wins (in the
-    place of its first appearance).
+    """`XLA_FLAGS` from several (flags, path) sources in order (see render_flag_variables)."""
+    variables, warnings = render_flag_variables(sources, platform, version)
+    return variables.get(XLA_FLAGS, ""), warnings
 
-    Warns about unknown flags and, with `platform` (gpu or tpu), about another platform's flags; with
-    `version` (the jaxlib version and where it comes from), about flags that version does not know."""
-    rendered: Dict[str, str] = {}
+
+def render_flag_variables(sources: Sequence[Tuple[Mapping[str, Any], str]], platform: str = "",
+                          version: Optional[Tuple[str, str]] = None) -> Tuple[Dict[str, str], List[str]]:
+    """{variable: its flags} from several (flags, path) sources in order; a later source's value of a flag wins
+    (in the place of its first appearance).
+
+    Warns about unknown flags; with `platform` (gpu or tpu) puts each flag where that platform accepts it and
+    refuses a catalogue flag accepted nowhere there; with `version` (the jaxlib version and where it comes
+    from), warns about flags in XLA_FLAGS that version does not know."""
+    rendered: Dict[str, Tuple[str, str]] = {}
     warnings: List[str] = []
     for flags, path in sources:
         if not isinstance(flags, Mapping):
@@ -227,15 +257,51 @@ def render_flag_sources(sources: Sequence[Tuple[Mapping[str, Any], str]], platfo
                 raise ConfigError(flag_path, "an XLA flag name (lowercase letters, digits, _)", show(name))
             if bare not in CATALOGUE:
                 warnings.append(unknown_flag_warning(bare, flag_path))
-            other = flag_platform(bare)
-            if platform and other and other != platform:
-                warnings.append("%s: %s is a %s flag in a %s job (XLA aborts at start-up on flags its build "
-                                "does not register)" % (flag_path, bare, other.upper(), platform.upper()))
-            rendered[bare] = "--%s=%s" % (bare, render_value(bare, value, flag_path))
-            if version and knows(bare, version[0]) is False:
+            variable = flag_variable(bare, platform, flag_path, warnings)
+            rendered[bare] = (variable, "--%s=%s" % (bare, render_value(bare, value, flag_path)))
+            if variable == XLA_FLAGS and version and knows(bare, version[0]) is False:
                 warnings.append("%s: jaxlib %s (%s) does not know %s (%s); its XLA aborts at start-up on it"
                                 % (flag_path, version[0], version[1], bare, known_range(bare)))
-    return " ".join(rendered.values()), warnings
+    variables: Dict[str, str] = {}
+    for variable, token in rendered.values():
+        variables[variable] = (variables[variable] + " " + token) if variable in variables else token
+    return variables, warnings
+
+
+def accepting_variables(name: str, platform: str) -> List[str]:
+    """Where `platform` nodes accept the catalogue flag `name`, as measured: libtpu's LIBTPU_INIT_ARGS (TPU hosts
+    only), then jaxlib's XLA_FLAGS (which never registers libtpu's xla_tpu_* flags)."""
+    places = [LIBTPU_INIT_ARGS] if platform == "tpu" and LIBTPU_KNOWN_IN.get(name) else []
+    if KNOWN_IN.get(name, MEASURED_JAXLIB) and flag_platform(name) != "tpu":
+        places.append(XLA_FLAGS)
+    return places
+
+
+def flag_variable(name: str, platform: str, path: str, warnings: List[str]) -> str:
+    """The variable the flag goes in on `platform` nodes; a catalogue flag accepted nowhere there is refused."""
+    if name not in CATALOGUE or not platform:
+        return LIBTPU_INIT_ARGS if platform == "tpu" and flag_platform(name) == "tpu" else XLA_FLAGS
+    places = accepting_variables(name, platform)
+    if not places:
+        raise ConfigError(path, "a flag %s nodes accept (%s)" % (platform.upper(), where_accepted(name)),
+                          "%s, refused in %s on %s nodes" % (name, " and ".join(
+                              (LIBTPU_INIT_ARGS, XLA_FLAGS) if platform == "tpu" else (XLA_FLAGS,)),
+                              platform.upper()))
+    if flag_platform(name) == "gpu" and platform == "tpu":
+        warnings.append("%s: %s is a GPU flag: jaxlib accepts it in XLA_FLAGS on TPU hosts, where it does "
+                        "nothing" % (path, name))
+    return places[0]
+
+
+def where_accepted(name: str) -> str:
+    """`name` is accepted in LIBTPU_INIT_ARGS on TPU nodes (libtpu 0.0.50.1), in XLA_FLAGS (jaxlib ...)."""
+    places = []
+    if LIBTPU_KNOWN_IN.get(name):
+        places.append("in LIBTPU_INIT_ARGS on TPU nodes (measured: libtpu %s)" % ", ".join(LIBTPU_KNOWN_IN[name]))
+    if XLA_FLAGS in accepting_variables(name, "gpu"):
+        places.append("in XLA_FLAGS (%s)" % known_range(name))
+    return "%s is accepted %s" % (name, " and ".join(places)) if places else \
+        "%s is accepted by no measured libtpu (%s) nor jaxlib" % (name, ", ".join(MEASURED_LIBTPU))
 
 
 def flag_platform(name: str) -> str:

@@ -116,6 +116,13 @@ def test_xla_refusing_an_unknown_flag_is_a_crash_cause(excerpt):
     assert not _failures.is_consequence("xla_unknown_flag")
 
 
+@pytest.mark.parametrize("excerpt, pattern", [("MC-07", "libtpu_unknown_flag"), ("MC-08", "libtpu_illegal_value")])
+def test_libtpu_refusing_its_init_args_is_a_crash_cause_naming_the_flag(excerpt, pattern):
+    errors = errors_of(OBSERVED[excerpt])
+    assert [e["pattern"] for e in errors] == [pattern], errors
+    assert "'xla_" in errors[0]["text"] and not _failures.is_consequence(pattern)
+
+
 def test_gloo_losing_its_peer_is_a_consequence():
     line = ("jax.errors.JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: [external/xla++third_party_ext+gloo/gloo/"
             "transport/tcp/pair.cc:547] Connection closed by peer [127.0.0.1]:13997")

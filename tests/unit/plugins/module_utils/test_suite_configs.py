@@ -115,11 +115,12 @@ def test_an_empty_list_is_xlas_way_to_turn_a_list_flag_off(value):
     assert render_xla_flags({"xla_gpu_enable_command_buffer": value}) == ("--xla_gpu_enable_command_buffer=", [])
 
 
-def test_another_platforms_flag_is_warned_about():
-    rendered, warnings = render_xla_flags({"xla_tpu_megacore_fusion_allow_ags": "false"}, "p", platform="gpu")
-    assert rendered == "--xla_tpu_megacore_fusion_allow_ags=false"
-    assert warnings == ["p.xla_tpu_megacore_fusion_allow_ags: xla_tpu_megacore_fusion_allow_ags is a TPU flag in "
-                        "a GPU job (XLA aborts at start-up on flags its build does not register)"]
+def test_a_tpu_flag_on_gpu_nodes_is_refused_naming_where_it_belongs():
+    with pytest.raises(ConfigError) as error:
+        render_xla_flags({"xla_tpu_megacore_fusion_allow_ags": "false"}, "p", platform="gpu")
+    assert error.value.path == "p.xla_tpu_megacore_fusion_allow_ags"
+    assert "accepted in LIBTPU_INIT_ARGS on TPU nodes" in str(error.value)
+    assert "refused in XLA_FLAGS on GPU nodes" in str(error.value)
 
 
 MEGATRON_SEED = os.path.join(REPO, "configs", "megatron", "mi3xx_megatron_llama_single.json")

@@ -15,7 +15,7 @@ def test_renders_in_order_with_lowercase_booleans():
     assert rendered == ("--xla_gpu_enable_cublaslt=true --xla_gpu_graph_level=0 "
                         "--xla_gpu_enable_all_gather_combine_by_dim=false "
                         "--xla_gpu_all_gather_combine_threshold_bytes=137438953472 "
-                        "--xla_enable_async_all_gather=kAuto --xla_disable_hlo_passes=a,b")
+                        "--xla_enable_async_all_gather=auto --xla_disable_hlo_passes=a,b")
     assert warnings == []
 
 
@@ -29,7 +29,7 @@ def test_unknown_flag_warns_with_closest_name():
 
 @pytest.mark.parametrize("name, value, expected", [
     ("xla_gpu_enable_cublaslt", "yes please", "a boolean"),
-    ("xla_enable_async_all_gather", "sometimes", "true, false or kAuto"),
+    ("xla_enable_async_all_gather", "sometimes", "auto, true or false"),
     ("xla_gpu_graph_level", "high", "an integer"),
     ("xla_gpu_all_reduce_combine_threshold_bytes", "-5", "a non-negative integer"),
     ("xla_dump_to", "/a path", "without spaces"),
