@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Pattern, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _neuron
+
 AMD = "amd"
 NVIDIA = "nvidia"
-VENDORS = (AMD, NVIDIA)
+TRAINIUM = _neuron.TRAINIUM
+VENDORS = (AMD, NVIDIA, TRAINIUM)
 
 # GPU model name fragment -> arch key (longest match wins): the validation suite's MI300X -> mi300x,
 # MI325X -> mi325, MI350X -> mi350, MI355X -> mi355; NVIDIA's names as nvidia-smi prints them.
@@ -51,6 +54,8 @@ def vendor_of_arch(value: Any) -> Optional[str]:
     key = arch_key(value)
     if AMD_ARCH.match(key):
         return AMD
+    if key in _neuron.ARCHS:
+        return TRAINIUM
     if key in {arch_key(a) for a in MODEL_ARCHS.values()}:
         return NVIDIA
     return None
@@ -58,8 +63,11 @@ def vendor_of_arch(value: Any) -> Optional[str]:
 
 def vendor_of_image(image: str) -> Optional[str]:
     """The vendor an image reference names: NGC (nvcr.io/nvidia/...), NVIDIA's JAX-Toolbox (ghcr.io/nvidia/...),
-    CUDA images -> nvidia; rocm/... -> amd; anything else (the simulator, a private registry) -> None."""
+    CUDA images -> nvidia; rocm/... -> amd; AWS's Neuron images (public.ecr.aws/neuron/..., ...-neuronx) ->
+    trainium; anything else (the simulator, a private registry) -> None."""
     repository = image.split("@", 1)[0].lower()
+    if "/neuron/" in repository or "neuronx" in repository:
+        return TRAINIUM
     if repository.startswith(("nvcr.io/nvidia/", "nvidia/", "ghcr.io/nvidia/")) or "/cuda" in repository:
         return NVIDIA
     if repository.startswith(("rocm/", "docker.io/rocm/")) or "/rocm/" in repository:
@@ -133,6 +141,15 @@ def amd_report(models: Sequence[str], count: Optional[int], output: str,
             "arch_candidates": candidates, "driver": None, "cuda": None}
 
 
+def trainium_report(output: str) -> Dict[str, Any]:
+    """{vendor, count, models, arch, ...} from neuron-ls's table: its devices and the instance type (trn1, trn2)."""
+    found = _neuron.parse_neuron_ls(output)
+    model = "AWS Trainium%s" % ("2" if found["arch"] == "trn2" else "") if found["count"] else ""
+    return {"vendor": TRAINIUM, "count": found["count"], "models": [model] * found["count"], "arch": found["arch"],
+            "arch_candidates": [], "driver": None, "cuda": None, "instance_type": found["instance_type"],
+            "neuron_cores": found["logical_cores"]}
+
+
 def arch_matches(expected: str, report: Mapping[str, Any]) -> Optional[bool]:
     """Whether the node's GPUs are of the expected arch key; None when the report cannot tell."""
     wanted = arch_key(expected)
@@ -179,6 +196,9 @@ VENDOR_FACTS: Dict[str, Vendor] = {
                 "/opt/rocm/lib:/usr/local/lib:/usr/lib/x86_64-linux-gnu", NO_ENV, "/workspace/maxtext", None),
     # NGC and JAX-Toolbox images set their own LD_LIBRARY_PATH (CUDA, NCCL, HPC-X): never replace it.
     NVIDIA: Vendor(NVIDIA, "NVIDIA (CUDA)", (), (), None, ROCM_ONLY_ENV, "/opt/maxtext", "mlx5"),
+    # AWS's Neuron images set their own library path; the containers get every Neuron device and EFA's uverbs.
+    TRAINIUM: Vendor(TRAINIUM, "AWS Trainium (Neuron)", (), _neuron.DEVICE_PATHS, None, ROCM_ONLY_ENV,
+                     "/workspace/maxtext", "efa"),
 }
 # How an NVIDIA container gets its GPUs: Docker's device request for the nvidia driver (``--gpus all``: the
 # NVIDIA Container Toolkit's runtime hook), or a CDI device request (``--device nvidia.com/gpu=all`` on a

@@ -15,7 +15,8 @@ TRAINIUM = "trainium"
 TOOL = "neuron-ls"
 # The containers of a Trainium node: every Neuron device, and the EFA devices (uverbs) for the fabric.
 DEVICE_GLOBS = ("/dev/neuron*", "/dev/infiniband/uverbs*")
-DEVICE = re.compile(r"^/dev/neuron[0-9]+$")
+MAX_DEVICES = 16  # trn1.32xlarge, trn1n.32xlarge, trn2.48xlarge
+DEVICE_PATHS = tuple("/dev/neuron%d" % index for index in range(MAX_DEVICES))
 
 
 class Arch(NamedTuple):
@@ -82,7 +83,3 @@ def arch_of_devices(devices: List[Dict[str, Any]]) -> Optional[str]:
 
 def to_int(text: Optional[str]) -> Optional[int]:
     return int(text) if text and text.isdigit() else None
-
-
-def is_neuron_device(path: str) -> bool:
-    return bool(DEVICE.match(path))

@@ -1,13 +1,8 @@
 """NxDT's progress bar read live: tqdm's \\r-separated updates, s/it and it/s, rank 0 only, Neuron failures."""
-import os
-
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _logs, _neuron
+from ansible_collections.clusterval.training.plugins.module_utils import _logs
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import NXDT, STACKS
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nxdt")
-
 
 def bar(done, total, rate, step, loss=7.5):
     """One update of NxDT's bar as tqdm writes it to a file: a carriage return, then the bar."""
@@ -103,25 +98,3 @@ def test_neuron_failure_lines(line, name, failure_class):
 ])
 def test_healthy_neuron_lines(line):
     assert _logs.parse_text(line, "nxdt").errors == []
-
-
-class TestNeuronLs:
-    def read(self, name):
-        with open(os.path.join(FIXTURES, name)) as handle:
-            return _neuron.parse_neuron_ls(handle.read())
-
-    def test_trn2(self):
-        report = self.read("neuron_ls_trn2.txt")
-        assert (report["count"], report["cores"], report["logical_cores"], report["arch"]) == (16, 128, 64, "trn2")
-        assert report["devices"][15] == {"index": 15, "cores": 8, "memory": "96 GB", "logical_cores": 4}
-
-    def test_trn1_with_its_instance_type(self):
-        report = self.read("neuron_ls_trn1.txt")
-        assert (report["count"], report["cores"], report["instance_type"], report["arch"]) == \
-            (16, 32, "trn1.32xlarge", "trn1")
-
-    def test_no_device(self):
-        assert _neuron.parse_neuron_ls("")["count"] == 0
-
-    def test_logical_cores_of_an_arch(self):
-        assert _neuron.ARCHS["trn1"].logical_cores() == 32 and _neuron.ARCHS["trn2"].logical_cores(1) == 128
