@@ -10,6 +10,7 @@ Facts and their sources: docs/config.md ("Neuronx Distributed Training").
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
@@ -51,6 +52,13 @@ DERIVED_ENV = (("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "aync_exec_max_inf
                ("BUCKET_CAP_MB", "bucket_size_collectives"), ("NEURON_COMPILE_CACHE_URL", "compiler_cache_url"),
                ("NEURON_RT_EXEC_TIMEOUT", "neuron_rt_exec_timeout"))
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_.]*)\}$")
+# The engine's settings of a run from an NxDT YAML (docs/config.md, "Neuronx Distributed Training"); the
+# YAML itself says nothing of the cluster, so these are overridden like any config's (training_overrides).
+IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.7.0-neuronx-py310-sdk2.26.0-ubuntu22.04"
+LOG_DIR = "/var/tmp/clusterval-logs"
+DATA_DIR = "/var/tmp/clusterval-data"
+# EFA devices of the largest instances: trn1.32xlarge 8, trn1n.32xlarge and trn2.48xlarge 16.
+EFA_DEVICES = {"trn1": 8, "trn2": 16}
 
 
 class NxdtJob(NamedTuple):
@@ -71,6 +79,37 @@ def is_nxdt(data: Any) -> bool:
     return (isinstance(data, dict) and "config" not in data and "schema_version" not in data
             and all(isinstance(data.get(key), dict) for key in ("trainer", "distributed_strategy", "data"))
             and sum(key in data for key in SIGNATURE_KEYS) >= 5)
+
+
+def arch_of(document: Mapping[str, Any]) -> str:
+    """trainer.lnc is a Trainium2 setting (trn1 knows only one physical core per logical one): trn2 with it."""
+    trainer = document.get("trainer")
+    return "trn2" if isinstance(trainer, Mapping) and trainer.get("lnc") is not None else "trn1"
+
+
+def to_engine(document: Mapping[str, Any]) -> Dict[str, Any]:
+    """The engine's shape of an NxDT YAML: one multi-node job of model ``name`` on its Trainium arch, the YAML
+    kept whole in config.nxdt for the stack to render (_stack_nxdt)."""
+    arch = arch_of(document)
+    steps = lookup(document, "trainer.max_steps")
+    train_dir = lookup(document, "data.train_dir")
+    devices = ["/dev/neuron%d" % index for index in range(16)] + \
+        ["/dev/infiniband/uverbs%d" % index for index in range(EFA_DEVICES[arch])]
+    config = {
+        "framework": "nxdt",
+        "gpu_vendor": "trainium",
+        "container_image": IMAGE,
+        "container_name": "clusterval-nxdt",
+        "log_dir": LOG_DIR,
+        "data_cache_dir": os.path.dirname(train_dir) if isinstance(train_dir, str) and train_dir.startswith("/")
+        and os.path.dirname(train_dir) != "/" else DATA_DIR,
+        "container_config": {"device_list": devices},
+        "nxdt": copy_document(document),
+    }
+    if steps is not None:
+        config["max_steps"] = str(steps)
+    name = document.get("name") if isinstance(document.get("name"), str) and document.get("name") else "nxdt"
+    return {"config": config, "model_params": {"multi_node": {name: {arch: {}}}}}
 
 
 def load_text(text: str, source: str) -> Dict[str, Any]:
@@ -248,7 +287,7 @@ def render(document: Mapping[str, Any]) -> str:
         copy_document(document), sort_keys=False, default_flow_style=False, width=100000)
 
 
-def torchrun_argv(devices: int, nnodes: int, node_rank: int, master_addr: str, master_port: int,
+def torchrun_argv(devices: Any, nnodes: Any, node_rank: Any, master_addr: str, master_port: Any,
                   config_dir: str, config_name: str = CONFIG_NAME) -> List[str]:
     """One node's launch, as NxDT's examples/train.sh runs it."""
     return ["torchrun", "--nproc_per_node", str(devices), "--nnodes", str(nnodes), "--node_rank", str(node_rank),
@@ -256,8 +295,9 @@ def torchrun_argv(devices: int, nnodes: int, node_rank: int, master_addr: str, m
             "--config-path", config_dir, "--config-name", config_name]
 
 
-def run_line(argv: List[str], log_path: str) -> str:
-    """The shell line of a node's launch: in NxDT's examples directory, output appended to the node's log."""
-    return "cd %s && %s >>%s 2>&1" % (shlex.quote(WORKDIR), " ".join(shlex.quote(arg) for arg in argv),
-                                      shlex.quote(log_path))
-
+def run_lines(devices: int, config_dir: str, log_path: str) -> Tuple[List[str], str]:
+    """The launch script's line (its node's NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT from the container's
+    environment), and the command shown."""
+    argv = torchrun_argv(devices, "$NNODES", "$NODE_RANK", "$MASTER_ADDR", "$MASTER_PORT", config_dir)
+    command = " ".join('"%s"' % arg if arg.startswith("$") else shlex.quote(arg) for arg in argv)
+    return ["%s >>%s 2>&1" % (command, shlex.quote(log_path))], command

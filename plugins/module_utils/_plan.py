@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_nxdt
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -36,6 +37,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._config import
     walk,
     without_documentation,
 )
+from ansible_collections.clusterval.training.plugins.module_utils import _nxdt
 from ansible_collections.clusterval.training.plugins.module_utils._errors import (
     ConfigError,
     Problem,
@@ -46,7 +48,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._run_ship impo
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, NXDT, PLANNED, PRIMUS, STACKS
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
     foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
@@ -63,7 +65,8 @@ SIMULATOR_REPOSITORY = "clusterval/simulator"
 # The real-framework image of the simulated cluster (simulator/real/): real MaxText, JAX and XLA on CPU.
 REAL_FRAMEWORK_REPOSITORY = "clusterval/jax-maxtext"
 DEFAULT_JAX_PORT = 1234
-MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT_MASTER_PORT}
+MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT_MASTER_PORT,
+                NXDT: _nxdt.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
@@ -94,7 +97,7 @@ CONFIG_KEYS = frozenset((
     "data_cache_dir", "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework",
     "gpu_access", "gpu_ids", "gpu_vendor", "hf_token_file", "jaxlib_version", "maxtext_root",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_arguments", "megatron_root", "mock_data",
-    "nic_type", "nnodes", "primus_root",
+    "nic_type", "nnodes", "primus_root", "max_steps", "nxdt", "nxdt_root",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
@@ -185,6 +188,7 @@ class Context:
     gpu_vendor_source: str = "the default"
     gpu_arch_source: str = "the config's only arch entry"
     gpu_arch_detected: Optional[_arch.Detected] = None
+    nnodes: int = 1  # of the run's jobs
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -193,7 +197,8 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
     """The plan of a config in either format; errors name the paths of the config as written."""
     hosts = check_hosts(hosts)
     if not is_versioned(raw_config):
-        return plan_document(raw_config, hosts, with_gpus(options, None), None)
+        configured = _stack_nxdt.devices_of(raw_config.get("config") or {}) if isinstance(raw_config, dict) else None
+        return plan_document(raw_config, hosts, with_gpus(options, configured), None)
     validate_sections(raw_config)
     written, engine = split_overrides(raw_config, options.overrides)
     options = dataclasses.replace(options, overrides=engine)
@@ -242,6 +247,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
     ctx = prepare(raw_config, hosts, options)
     ctx.versioned = versioned
     jobs = make_jobs(ctx, hosts)
+    ctx.nnodes = jobs[0].nnodes
     check_parallelism(ctx, jobs[0].nnodes)
     common = common_node_parts(ctx)
     nodes: Dict[str, Any] = {}
@@ -276,6 +282,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "gpus_per_node": options.gpus_per_node,
         **judged_against(ctx, jobs[0].nnodes),
         **({"xla_flags_checked": ctx.xla_checked} if ctx.xla_checked else {}),
+        **({"nxdt": common["nxdt"]} if "nxdt" in common else {}),
         "warnings": ctx.warnings,
         "nodes": nodes,
     }
@@ -550,6 +557,9 @@ def check_parallelism(ctx: Context, nnodes: int) -> None:
     gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
     if ctx.framework == MAXTEXT:
         _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
+        return
+    if ctx.framework == NXDT:
+        _stack_nxdt.check(ctx.config, ctx.selection.gpu_arch, nnodes, gpus, ctx.total_steps)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -889,7 +899,12 @@ def megatron_root(ctx: Context) -> str:
     return root.rstrip("/") or "/"
 
 
-STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts}
+def nxdt_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
+    return _stack_nxdt.parts(ctx.config, ctx.selection.gpu_arch, ctx.run_dir, ctx.nnodes, ctx.options.gpus_per_node,
+                             ctx.total_steps)
+
+
+STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts, NXDT: nxdt_parts}
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:
@@ -1096,6 +1111,11 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
     container["command"] = job_parts["launch"]["argv"]
     container["env"] = node_env(ctx, job, rank, common)
     container["labels"] = job_parts["labels"]
+    launch = job_parts["launch"]
+    if ctx.framework == NXDT:
+        launch = dict(launch, torchrun=_stack_nxdt.node_torchrun(ctx.options.gpus_per_node, job.nnodes, rank,
+                                                                 job.coordinator_address, job.coordinator_port,
+                                                                 ctx.run_dir))
     return {
         "host": host.name,
         "address": host.address,
@@ -1113,7 +1133,7 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
         "directories": common["directories"],
         "files": job_parts["files"],
         "container": container,
-        "launch": job_parts["launch"],
+        "launch": launch,
     }
 
 

@@ -57,7 +57,7 @@ STACKS: Dict[str, Stack] = {
     NXDT: Stack(NXDT, "Neuronx Distributed Training", "max_steps", "master_address", 2, ("throughput", "seconds"),
                 FIRST_RANK, -1),
 }
-PLANNED = (MAXTEXT, MEGATRON, PRIMUS)
+PLANNED = (MAXTEXT, MEGATRON, PRIMUS, NXDT)
 
 
 def stack_of(name: Optional[str]) -> Optional[Stack]:

@@ -71,11 +71,12 @@ class TestSeed003OnTwoNodes:
                             "--config-path", "/runs/r1", "--config-name", "clusterval_nxdt"]
         assert lines[0][lines[0].index("--node_rank") + 1] == "0"
 
-    def test_run_line_quotes_and_appends_to_the_log(self):
-        argv = _nxdt.torchrun_argv(32, 2, 0, "10.0.0.1", 41000, "/runs/my run")
-        line = _nxdt.run_line(argv, "/runs/my run/training.log")
-        assert line.startswith("cd /workspace/neuronx-distributed-training/examples && torchrun ")
-        assert "--config-path '/runs/my run'" in line and line.endswith(">>'/runs/my run/training.log' 2>&1")
+    def test_launch_line_takes_the_node_from_its_environment(self):
+        lines, command = _nxdt.run_lines(32, "/runs/my run", "/runs/my run/training.log")
+        assert command == ('torchrun --nproc_per_node 32 --nnodes "$NNODES" --node_rank "$NODE_RANK" --master_addr '
+                           '"$MASTER_ADDR" --master_port "$MASTER_PORT" training_orchestrator.py --config-path '
+                           "'/runs/my run' --config-name clusterval_nxdt")
+        assert lines == [command + " >>'/runs/my run/training.log' 2>&1"]
 
     def test_rendered_yaml_reads_back_the_same(self):
         job = _nxdt.plan_job(seed(), 2, steps=30)
@@ -161,3 +162,19 @@ class TestRefusedBeforeAnyNode:
 
     def test_a_count_that_is_not_a_number(self):
         assert refused(seed(data__micro_batch_size="one")).path == "data.micro_batch_size"
+
+
+class TestEngineShape:
+    def test_seed003_is_one_trn2_job_of_its_model(self):
+        engine = _nxdt.to_engine(seed())
+        assert engine["model_params"] == {"multi_node": {"hf_llama": {"trn2": {}}}}
+        config = engine["config"]
+        assert (config["framework"], config["gpu_vendor"], config["max_steps"]) == ("nxdt", "trainium", "20000")
+        assert config["data_cache_dir"] == "/home/ubuntu/examples_datasets"
+        assert config["nxdt"] == seed() and len(config["container_config"]["device_list"]) == 16 + 16
+
+    def test_without_lnc_it_is_trn1(self):
+        engine = _nxdt.to_engine(seed(trainer__lnc=None, data__train_dir="relative/dir"))
+        assert list(engine["model_params"]["multi_node"]["hf_llama"]) == ["trn1"]
+        assert engine["config"]["data_cache_dir"] == _nxdt.DATA_DIR
+        assert engine["config"]["container_config"]["device_list"][-1] == "/dev/infiniband/uverbs7"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _nxdt
+from ansible_collections.clusterval.training.plugins.module_utils import _config, _nxdt, _plan
 
 hydra = pytest.importorskip("hydra")
 omegaconf = pytest.importorskip("omegaconf")
@@ -45,6 +45,24 @@ def test_seed003_for_two_nodes_composes_with_the_run_settings(tmp_path):
     assert cfg["model"]["optim"]["sched"]["max_steps"] == 30
     assert cfg["exp_manager"]["checkpoint_callback_params"]["model_parallel_size"] == 8
     assert cfg["precision"]["type"] in _nxdt.PRECISIONS
+
+
+def test_the_plan_of_seed003_for_two_trainium_nodes_composes(tmp_path):
+    """The file the plan writes on the nodes, composed as torchrun's training_orchestrator.py composes it."""
+    path = os.path.join(FIXTURES, "seed003_nxdt.yaml")
+    hosts = [_plan.Host("trn-a", "10.1.0.1"), _plan.Host("trn-b", "10.1.0.2")]
+    planned = _plan.plan_run(_config.load_config_file(path), hosts,
+                             _plan.PlanOptions(config_path=path, run_id="r1", iterations=12))
+    node = planned["nodes"]["trn-b"]
+    argv = node["launch"]["torchrun"]
+    config_dir, name = argv[argv.index("--config-path") + 1], argv[argv.index("--config-name") + 1]
+    content = next(item["content"] for item in node["files"] if item["path"] == "%s/%s.yaml" % (config_dir, name))
+    (tmp_path / (name + ".yaml")).write_text(content)
+    with initialize_config_dir(config_dir=str(tmp_path), version_base="1.2"):
+        cfg = OmegaConf.to_container(compose(config_name=name), resolve=True)
+    assert (cfg["trainer"]["num_nodes"], cfg["trainer"]["devices"], cfg["trainer"]["max_steps"]) == (2, 32, 12)
+    assert cfg["exp_manager"]["explicit_log_dir"] == config_dir + "/logs"
+    assert cfg["precision"]["type"] == "mixed_precision"
 
 
 def test_nxdt_example_composes_unchanged_but_for_the_run(tmp_path):
