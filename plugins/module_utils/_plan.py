@@ -387,7 +387,8 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
     ctx.gpu_vendor, ctx.gpu_vendor_source = vendor, source
     images = ctx.config.get("container_images")
     if images is not None and not isinstance(images, dict):
-        raise ConfigError("config.container_images", "an object of GPU vendor (amd, nvidia) to image", type_name(images))
+        raise ConfigError("config.container_images", "an object of GPU vendor (%s) to image"
+                          % ", ".join(_gpus.VENDORS), type_name(images))
     if ctx.options.container_image is None and images and vendor in images and not is_unset(images[vendor]):
         ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
     arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
