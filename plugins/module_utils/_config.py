@@ -257,9 +257,8 @@ def deep_merge(base: Any, overrides: Any, path: str = "overrides") -> Any:
     for key, value in overrides.items():
         if value is None:
             merged.pop(key, None)
-        elif isinstance(value, dict):  # a null inside removes a key the base has, and adds none
-            below = merged.get(key)
-            merged[key] = deep_merge(below if isinstance(below, dict) else {}, value, join_path(path, key))
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value, join_path(path, key))
         else:
             merged[key] = copy.deepcopy(value)
     return merged

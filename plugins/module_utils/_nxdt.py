@@ -10,6 +10,7 @@ Facts and their sources: docs/config.md ("Neuronx Distributed Training").
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -103,7 +104,8 @@ def to_engine(document: Mapping[str, Any]) -> Dict[str, Any]:
         "log_dir": LOG_DIR,
         "data_cache_dir": os.path.dirname(train_dir) if isinstance(train_dir, str) and train_dir.startswith("/")
         and os.path.dirname(train_dir) != "/" else DATA_DIR,
-        "container_config": {"device_list": devices},
+        # no host volume: the YAML's paths are the image's or the cluster's to mount (config.container_config)
+        "container_config": {"device_list": devices, "volume_dict": {}},
         "nxdt": copy_document(document),
     }
     if steps is not None:
@@ -272,11 +274,9 @@ def plan_job(data: Mapping[str, Any], nnodes: int, devices: Optional[int] = None
 
 
 def copy_document(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(key): copy_document(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [copy_document(item) for item in value]
-    return value
+    """A deep copy in builtin types (values templated by Ansible are subclasses, which PyYAML's safe dumper
+    refuses)."""
+    return json.loads(json.dumps(value))
 
 
 def render(document: Mapping[str, Any]) -> str:

@@ -57,13 +57,6 @@ def test_deep_merge_merges_nested_and_null_removes():
     assert base["config"]["vol"] == {"/x": "/x", "/y": "/y"}
 
 
-def test_deep_merge_a_null_for_a_key_the_base_lacks_adds_nothing():
-    """The simulated inventory removes the seed configs' host volumes: a config without them gets none."""
-    merged = deep_merge({"config": {}}, {"config": {"container_config": {"volume_dict": {"/home/x": None,
-                                                                                          "/a": "/a"}}}})
-    assert merged == {"config": {"container_config": {"volume_dict": {"/a": "/a"}}}}
-
-
 def test_deep_merge_refuses_non_object_overrides():
     with pytest.raises(ConfigError, match="overrides: expected an object"):
         deep_merge({}, ["x"])
