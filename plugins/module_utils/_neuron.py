@@ -46,7 +46,7 @@ def table_rows(output: str) -> List[List[str]]:
 
 def column_names(rows: List[List[str]]) -> List[str]:
     """The header is two rows (``NEURON`` over ``DEVICE``): each column's words joined."""
-    header = [row for row in rows[:2]]
+    header = rows[:2]
     return [" ".join(part for part in parts if part).upper() for parts in zip(*header)] if len(header) == 2 else []
 
 

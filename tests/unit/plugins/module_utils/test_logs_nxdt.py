@@ -4,12 +4,13 @@ import pytest
 from ansible_collections.clusterval.training.plugins.module_utils import _logs
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import NXDT, STACKS
 
-def bar(done, total, rate, step, loss=7.5):
+
+def update(done, total, rate, step, loss=7.5):
     """One update of NxDT's bar as tqdm writes it to a file: a carriage return, then the bar."""
     return ("\rEpoch 0:  %d%%|#         | %d/%d [00:%02d<00:10, %s, loss=%.3g, v_num=1, reduced_train_loss=%.3f, "
             "lr=1.5e-6, parameter_norm=1.95e+3, global_step=%.3f, consumed_samples=%.1f, throughput=%.3g, "
-            "throughput_peak=12.4, gradient_norm=8.600]" % (done * 100 // total, done, total, done, rate, loss,
-                                                             loss, step, (step + 1) * 1024.0, 12.0))
+            "throughput_peak=12.4, gradient_norm=8.600]"
+            % (done * 100 // total, done, total, done, rate, loss, loss, step, (step + 1) * 1024.0, 12.0))
 
 
 def parse(path, parser, result=None):
@@ -22,43 +23,43 @@ class TestLiveBar:
         log = tmp_path / "training.log"
         parser = _logs.LogParser("nxdt")
         log.write_text("2025-01-01 00:00:00.000100:  741  INFO ||NEURON_CACHE||: Compile cache path: "
-                       "/var/tmp/neuron-compile-cache\n" + bar(1, 5, "5.00s/it", 0))
+                       "/var/tmp/neuron-compile-cache\n" + update(1, 5, "5.00s/it", 0))
         first = parse(log, parser)
         assert first.steps_total == 0  # the newest update may still be written: held back
         with open(log, "a") as handle:
-            handle.write(bar(2, 5, "5.00s/it", 1) + bar(3, 5, "4.00s/it", 2))
+            handle.write(update(2, 5, "5.00s/it", 1) + update(3, 5, "4.00s/it", 2))
         second = parse(log, parser, first)
         assert [step["step"] for step in second.steps] == [0, 1]
         assert second.steps[-1]["seconds"] == 5.0 and second.steps[-1]["loss"] == 7.5
         with open(log, "a") as handle:
-            handle.write(bar(4, 5, "4.00s/it", 3) + bar(5, 5, "4.00s/it", 4) + "\n")
+            handle.write(update(4, 5, "4.00s/it", 3) + update(5, 5, "4.00s/it", 4) + "\n")
         third = parse(log, parser, second)
         assert [step["step"] for step in third.steps] == [2, 3, 4] and third.offset == log.stat().st_size
         assert third.lineno == second.lineno + 1  # one line in the file, five updates on it
 
     def test_iterations_per_second(self):
-        result = _logs.parse_text(bar(3, 62, " 0.02it/s", 1), "nxdt")
+        result = _logs.parse_text(update(3, 62, " 0.02it/s", 1), "nxdt")
         assert result.steps[-1]["seconds"] == pytest.approx(50.0)
 
     def test_a_long_bar_line_is_not_skipped(self):
-        text = "".join(bar(i + 1, 2000, "1.00s/it", i) for i in range(2000)) + "\n"
+        text = "".join(update(i + 1, 2000, "1.00s/it", i) for i in range(2000)) + "\n"
         assert len(text) > _logs.MAX_LINE
         result = _logs.parse_text(text, "nxdt")
         assert result.last_step == 1999 and result.skipped_long_lines == 0
 
     def test_repeated_updates_of_one_step_are_one_step(self):
-        text = bar(3, 91, "321.89s/it", 1) + bar(3, 91, "321.89s/it", 2, 4.47) + bar(4, 91, "320.22s/it", 2,
+        text = update(3, 91, "321.89s/it", 1) + update(3, 91, "321.89s/it", 2, 4.47) + update(4, 91, "320.22s/it", 2,
                                                                                      4.47) + "\n"
         result = _logs.parse_text(text, "nxdt")
         assert [step["step"] for step in result.steps] == [1, 2] and result.steps[-1]["seconds"] == 320.22
 
     def test_crlf_lines_still_parse(self):
-        result = _logs.parse_text(bar(1, 2, "1.00s/it", 0)[1:] + "\r\n" + bar(2, 2, "1.00s/it", 1)[1:] + "\r\n",
+        result = _logs.parse_text(update(1, 2, "1.00s/it", 0)[1:] + "\r\n" + update(2, 2, "1.00s/it", 1)[1:] + "\r\n",
                                   "nxdt")
         assert result.last_step == 1 and result.lineno == 2
 
     def test_auto_detects_the_bar(self):
-        assert _logs.parse_text(bar(1, 2, "1.00s/it", 0), "auto").framework == "nxdt"
+        assert _logs.parse_text(update(1, 2, "1.00s/it", 0), "auto").framework == "nxdt"
 
 
 class TestWhoPrints:

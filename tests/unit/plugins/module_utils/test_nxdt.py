@@ -152,8 +152,8 @@ class TestRefusedBeforeAnyNode:
 
     def test_every_problem_at_once(self):
         error = refused(seed(trainer__devices=0, precision__type="x", bucket_size_collectives=None))
-        assert {problem.path for problem in error.problems} == {"trainer.devices", "bucket_size_collectives",
-                                                                 "precision.type"}
+        paths = {problem.path for problem in error.problems}
+        assert paths == {"trainer.devices", "bucket_size_collectives", "precision.type"}
 
     def test_a_reference_is_followed(self):
         job = _nxdt.plan_job(seed(data__global_batch_size="${data.micro_batch_size}",

@@ -8,7 +8,7 @@ from ansible_collections.clusterval.training.plugins.module_utils import _config
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nxdt")
-HOSTS = [_plan.Host("trn-a", "10.1.0.1"), _plan.Host("trn-b", "10.1.0.2")]
+HOSTS = (_plan.Host("trn-a", "10.1.0.1"), _plan.Host("trn-b", "10.1.0.2"))
 
 
 def yaml_file(tmp_path, **changes):
@@ -27,7 +27,7 @@ def yaml_file(tmp_path, **changes):
 
 def plan(path=os.path.join(FIXTURES, "seed003_nxdt.yaml"), hosts=HOSTS, **options):
     options.setdefault("iterations", 30)
-    return _plan.plan_run(_config.load_config_file(path), hosts,
+    return _plan.plan_run(_config.load_config_file(path), list(hosts),
                           _plan.PlanOptions(config_path=path, run_id="r1", **options))
 
 
@@ -58,9 +58,8 @@ class TestSeed003OnTwoNodes:
     def test_launch_environment_and_the_neuron_environment_nxdt_derives(self):
         planned = plan()
         env = planned["nodes"]["trn-a"]["container"]["env"]
-        assert {name: env[name] for name in ("FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "FI_EFA_FORK_SAFE",
-                                              "MALLOC_ARENA_MAX")} == \
-            {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "MALLOC_ARENA_MAX": "128"}
+        wanted = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1", "MALLOC_ARENA_MAX": "128"}
+        assert {name: env[name] for name in wanted} == wanted
         assert "NEURON_CC_FLAGS" not in env  # NxDT appends to it: exporting it would double the flags
         neuron = planned["nxdt"]["neuron_env"]
         assert neuron["NEURON_CC_FLAGS"] == "--model-type transformer --enable-mixed-precision-accumulation"
