@@ -560,7 +560,7 @@ def check_parallelism(ctx: Context, nnodes: int) -> None:
         _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
         return
     if ctx.framework == NXDT:
-        _stack_nxdt.check(ctx.config, ctx.selection.gpu_arch, nnodes, gpus, ctx.total_steps)
+        _stack_nxdt.check_parallelism(ctx, nnodes, gpus)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -900,12 +900,8 @@ def megatron_root(ctx: Context) -> str:
     return root.rstrip("/") or "/"
 
 
-def nxdt_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
-    return _stack_nxdt.parts(ctx.config, ctx.selection.gpu_arch, ctx.run_dir, ctx.nnodes, ctx.options.gpus_per_node,
-                             ctx.total_steps)
-
-
-STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts, NXDT: nxdt_parts}
+STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts,
+               NXDT: _stack_nxdt.nxdt_parts}
 
 
 def container_parts(ctx: Context) -> Dict[str, Any]:

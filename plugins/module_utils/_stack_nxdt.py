@@ -83,6 +83,16 @@ def parts(config: Mapping[str, Any], arch: str, run_dir: str, nnodes: int, devic
                      "neuron_env_note": NEURON_ENV_NOTE}}
 
 
+def nxdt_parts(ctx: Any, _data_cache_dir: str = "") -> Dict[str, Any]:
+    """The planner's entry (STACK_PARTS): the run's parts from its context."""
+    return parts(ctx.config, ctx.selection.gpu_arch, ctx.run_dir, ctx.nnodes, ctx.options.gpus_per_node,
+                 ctx.total_steps)
+
+
+def check_parallelism(ctx: Any, nnodes: int, gpus: int) -> None:
+    check(ctx.config, ctx.selection.gpu_arch, nnodes, gpus, ctx.total_steps)
+
+
 def node_torchrun(devices: int, nnodes: int, rank: int, address: str, port: int, run_dir: str) -> list:
     """The node's torchrun line as it runs (the launch script reads the same values from the environment)."""
     return _nxdt.torchrun_argv(devices, nnodes, rank, address, port, "%s/nxdt" % run_dir)
