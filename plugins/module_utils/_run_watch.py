@@ -15,7 +15,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
     abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
@@ -134,7 +134,7 @@ class ClusterWatch:
         msg = f"{reader}: {how} during the run: {read.get('msg', '')}"
         if state is not None and not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
-            apply_decision(state, Decision(True, True, "unreachable", msg), now)
+            apply_decision(state, Decision.failure("unreachable", msg), now)
 
     def decide(self, now: float) -> Dict[str, Any]:
         for host, state in self.states.items():

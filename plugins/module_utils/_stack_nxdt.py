@@ -13,6 +13,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _neuron, _nxdt
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import Context
 
 ROOT_KEY = "nxdt_root"
 NEURON_ENV_NOTE = ("set by NxDT's training_orchestrator.py from the YAML when the node starts (a value already "
@@ -83,13 +84,13 @@ def parts(config: Mapping[str, Any], arch: str, run_dir: str, nnodes: int, devic
                      "neuron_env_note": NEURON_ENV_NOTE}}
 
 
-def nxdt_parts(ctx: Any, _data_cache_dir: str = "") -> Dict[str, Any]:
+def nxdt_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
     """The planner's entry (STACK_PARTS): the run's parts from its context."""
     return parts(ctx.config, ctx.selection.gpu_arch, ctx.run_dir, ctx.nnodes, ctx.options.gpus_per_node,
                  ctx.total_steps)
 
 
-def check_parallelism(ctx: Any, nnodes: int, gpus: int) -> None:
+def check_parallelism(ctx: Context, nnodes: int, gpus: int) -> None:
     check(ctx.config, ctx.selection.gpu_arch, nnodes, gpus, ctx.total_steps)
 
 
