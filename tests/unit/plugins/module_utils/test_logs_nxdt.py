@@ -48,8 +48,9 @@ class TestLiveBar:
         assert result.last_step == 1999 and result.skipped_long_lines == 0
 
     def test_repeated_updates_of_one_step_are_one_step(self):
-        text = update(3, 91, "321.89s/it", 1) + update(3, 91, "321.89s/it", 2, 4.47) + update(4, 91, "320.22s/it", 2,
-                                                                                     4.47) + "\n"
+        updates = [update(3, 91, "321.89s/it", 1), update(3, 91, "321.89s/it", 2, 4.47),
+                   update(4, 91, "320.22s/it", 2, 4.47)]
+        text = "".join(updates) + "\n"
         result = _logs.parse_text(text, "nxdt")
         assert [step["step"] for step in result.steps] == [1, 2] and result.steps[-1]["seconds"] == 320.22
 
