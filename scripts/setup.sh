@@ -56,3 +56,10 @@ fi
 if [[ $(id -u) -eq 0 && ${CLUSTERVAL_SKIP_REAL_IMAGE:-0} != 1 ]]; then
   scripts/simcluster build-real >/dev/null
 fi
+
+# The execution environment of execution-environment.yml (Debian 13 by debootstrap, reusing the .debs above,
+# Python 3.13, ansible-core 2.21 and a venv per other supported release, about 270 MB), cached beside it:
+# the integration tests run jobs in it with ansible-runner, as AWX does (scripts/ee, docs/awx.md).
+if [[ $(id -u) -eq 0 && ${CLUSTERVAL_SKIP_EE_IMAGE:-0} != 1 ]]; then
+  .venv/bin/python scripts/ee build >/dev/null
+fi

@@ -48,10 +48,6 @@ options:
     description: Write the plan's directories and files of the node (the launch script, the framework's config) too.
     type: bool
     default: true
-  docker_host:
-    description: The Docker daemon on the node, as C(unix:///path) or a socket path.
-    type: str
-    default: unix:///var/run/docker.sock
   spec:
     description:
       - The container spec, built by the action plugin (the plan's, with the overrides); not given by hand. Its keys
@@ -124,6 +120,7 @@ options:
     type: str
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: full

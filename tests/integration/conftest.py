@@ -148,3 +148,22 @@ def nvidia_nodes(simcluster) -> list[str]:
         yield nodes
     finally:
         subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nodes], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def ee_image(simcluster_supported):
+    """The execution environment (scripts/ee) built (cached) once; every run of the session reuses its layers."""
+    proc = subprocess.run([str(REPO / "scripts" / "ee"), "build"], capture_output=True, text=True, timeout=1800,
+                          check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/ee build failed:\n{proc.stderr[-3000:]}")
+    os.environ["CLUSTERVAL_EE_LAYERS"] = ":".join(proc.stdout.split())
+    yield proc.stdout.split()
+    os.environ.pop("CLUSTERVAL_EE_LAYERS", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ee_controller(request):
+    """CLUSTERVAL_CONTROLLER=ee or ee:2.X (tests/integration/controller.py): the image, built before any test."""
+    if os.environ.get("CLUSTERVAL_CONTROLLER", "venv").startswith("ee"):
+        request.getfixturevalue("ee_image")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,13 @@ from test_report_callback import count_colour, needs_chromium, screenshot
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import PALETTE
+from controller import ansible_playbook
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SIMCLUSTER = REPO / "scripts" / "simcluster"
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+ANSIBLE_PLAYBOOK = ansible_playbook()
 
 
 def run_compare(cluster, nodes, runs_dir, extra=None):

@@ -5,18 +5,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from controller import ansible_playbook
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+ANSIBLE_PLAYBOOK = ansible_playbook()
 JAX_MULTI = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 JAX_SINGLE = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
 MEGATRON_MULTI = "configs/megatron/mi3xx_megatron_llama_distributed.json"
