@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need on a fresh Debian machine:
-# system packages (Docker engine, sshd, iproute2, busybox, Chromium; venv
+# system packages (Docker engine, sshd, iproute2, busybox, sudo for the simulated nodes, Chromium; venv
 # support, git, rsync and shellcheck for `ansible-test sanity`) and the
 # Python virtual environment in .venv. Idempotent; safe to run every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static debootstrap python3 python3-requests
+APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static sudo debootstrap python3 python3-requests
               python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
 
 # The Docker engine: Debian's docker.io, unless an engine is installed already (Docker CE's docker-ce

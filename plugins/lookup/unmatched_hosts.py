@@ -20,7 +20,7 @@ options:
     type: str
     required: true
 notes:
-  - Reads the inventory through the C(groups) variable, as M(ansible.builtin.inventory_hostnames#lookup) does.
+  - Reads the inventory through the C(groups) variable, as P(ansible.builtin.inventory_hostnames#lookup) does.
 author:
   - clusterval.training contributors (!UNKNOWN)
 """

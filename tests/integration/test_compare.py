@@ -55,9 +55,15 @@ def compared(simcluster, four_nodes, tmp_path_factory):
     runs = tmp_path_factory.mktemp("compare")
     nvidia = four_nodes[:2]
     subprocess.run([str(SIMCLUSTER), "vendor", "nvidia", *nvidia], check=True, capture_output=True, timeout=60)
+    files = [simcluster.state_dir / "nodes" / node / "sim" / "gpus.json" for node in four_nodes]
+    before = [path.read_text() for path in files]
+    for path in files:  # 4 GPUs per node, as the run plans: the nodes' GPU tools list 4 to preflight
+        path.write_text(json.dumps({**json.loads(path.read_text()), "count": 4}))
     try:
         done = run_compare(simcluster, four_nodes, runs)
     finally:
+        for path, text in zip(files, before):
+            path.write_text(text)
         subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nvidia], check=True, capture_output=True, timeout=60)
     directories = [path for path in runs.iterdir() if path.is_dir()]
     return done, (directories[0] if directories else None)

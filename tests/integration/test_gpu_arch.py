@@ -53,7 +53,7 @@ def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_no
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     asked = tasks["Plan | The nodes' GPUs (the config offers several archs)"]
     assert sorted(asked) == sorted(amd_nodes)
-    assert {result["gpu"]["tool"] for result in asked.values()} == {"/run/clusterval-sim/bin/amd-smi"}
+    assert {result["gpu"]["tool"] for result in asked.values()} == {"/opt/rocm/bin/amd-smi"}
     result = the_plan(tasks)
     assert (result["gpu_arch"], result["gpu_vendor"]) == ("mi300x", "amd")
     assert result["gpu_arch_source"].startswith("detected on node")

@@ -14,8 +14,6 @@ import pytest
 from test_train_e2e import MEGATRON_ARGS, MEGATRON_MULTI, assert_no_training_container, results, run_train, sim_env
 
 pytestmark = pytest.mark.cluster
-NVIDIA_SMI = [{"path": "/run/clusterval-sim/bin/nvidia-smi",
-               "args": ["--query-gpu=index,name,driver_version,memory.total", "--format=csv"]}]
 
 
 class ContainerWatch(threading.Thread):
@@ -56,8 +54,7 @@ def test_megatron_seed_on_nvidia_nodes_runs_upstream_pretrain_gpt_with_its_gpus_
     # slow enough steps for the watch to catch the container while it runs; no training_gpu_arch: the nodes' H100s
     # are detected and run the seed's mi300x entry (its mi325 entry is the same)
     proc, watch = watched_run(simcluster, nvidia_nodes[-1], MEGATRON_MULTI, tmp_path, nvidia_nodes,
-                              extra=sim_env(STEP_SECONDS="0.5"), args=["-e", "training_model=llama3_1_8b"],
-                              more_vars={"preflight_gpu_tools": NVIDIA_SMI})
+                              extra=sim_env(STEP_SECONDS="0.5"), args=["-e", "training_model=llama3_1_8b"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert results(tmp_path)["verdict"] == "PASS"
     plan = json.loads((tmp_path / "plan.json").read_text())
@@ -71,8 +68,8 @@ def test_megatron_seed_on_nvidia_nodes_runs_upstream_pretrain_gpt_with_its_gpus_
     assert "  fp8 ............................................. hybrid" in first_log
     assert "  num_layers ...................................... 32" in first_log
     assert "iteration" in (tmp_path / "logs" / nvidia_nodes[-1] / "training.log").read_text()
-    # preflight read the simulated nvidia-smi: vendor, count, model, driver and CUDA version
-    assert "gpu_vendor: /run/clusterval-sim/bin/nvidia-smi: nvidia GPUs" in proc.stdout
+    # preflight read the simulated nvidia-smi at its real path: vendor, count, model, driver and CUDA version
+    assert "gpu_vendor: /usr/bin/nvidia-smi: nvidia GPUs" in proc.stdout
     assert "8 x NVIDIA H100 80GB HBM3 (h100), driver 550.90.07, CUDA 12.4" in proc.stdout
     assert watch.inspect is not None, "the training container was never seen running"
     host_config = watch.inspect["HostConfig"]
