@@ -67,3 +67,17 @@ class TestProbe:
         assert report["vendor"] == "trainium" and all(check["ok"] for check in checks), checks
         checks, _report = _probe.gpu_probe([{"path": str(tool)}], {}, "trn2", None, run, _gpus.TRAINIUM)
         assert not checks[-1]["ok"]
+
+
+class TestPreflightCount:
+    def test_the_plans_processes_fit_in_the_nodes_neuron_cores(self):
+        from ansible_collections.clusterval.training.plugins.module_utils import _health
+        output = fixture("neuron_ls_trn2.txt")
+        assert _health.gpu_count_check("/opt/aws/neuron/bin/neuron-ls", output, 32)["ok"]
+        assert _health.gpu_count_check("/opt/aws/neuron/bin/neuron-ls", output, 64)["ok"]
+        refused = _health.gpu_count_check("/opt/aws/neuron/bin/neuron-ls", output, 65)
+        assert not refused["ok"] and "16 Neuron devices, 64 logical NeuronCores" in refused["detail"]
+
+    def test_no_device_listed(self):
+        from ansible_collections.clusterval.training.plugins.module_utils import _health
+        assert not _health.gpu_count_check("/opt/aws/neuron/bin/neuron-ls", "", 1)["ok"]
