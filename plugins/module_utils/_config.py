@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _nxdt
 from ansible_collections.clusterval.training.plugins.module_utils._errors import (
     ConfigError,
     Problem,
@@ -89,7 +90,18 @@ def load_config_file(path: str) -> Dict[str, Any]:
         raise ConfigError(path, "a readable training config file", exc.strerror or str(exc)) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(path, "UTF-8 text", "undecodable byte at offset %d" % exc.start) from None
+    if path.endswith((".yaml", ".yml")):
+        return load_nxdt_text(text, path)
     return load_config_text(text, source=path)
+
+
+def load_nxdt_text(text: str, source: str) -> Dict[str, Any]:
+    """A YAML training config is Neuronx Distributed Training's own: in the engine's shape (_nxdt.to_engine)."""
+    document = _nxdt.load_text(text, source)
+    if not _nxdt.is_nxdt(document):
+        raise ConfigError(source, "an NxDT YAML (trainer, exp_manager, distributed_strategy, data, model, precision "
+                          "sections; other configs are JSON)", "top-level keys %s" % ", ".join(map(str, document)))
+    return _nxdt.to_engine(document)
 
 
 def validate_sections(data: Any) -> None:

@@ -72,6 +72,15 @@ BUILTIN_SIGNATURES: List[Signature] = [
     _sig("hip_illegal_state", "gpu", "hipErrorIllegalState"),
     _sig("tpu_slice_failure", "gpu", "SLICE_FAILURE_CHIP_DRIVER_ERROR"),
     _sig("accelerator_fatal", "gpu", "A program or fatal error occurred"),
+    # Neuron runtime (Trainium): the device or its driver missing, the runtime unable to start or load
+    _sig("neuron_no_device", "gpu", "No neuron device available"),
+    _sig("neuron_driver", "gpu", "Unable to determine Neuron Driver version"),
+    _sig("neuron_device_open", "gpu", "Could not open the nd"),
+    _sig("neuron_runtime_init", "gpu", "Neuron runtime cannot be initialized"),
+    _sig("neuron_load_failed", "gpu", "Nrt::Load failed"),
+    _sig("neuron_topology", "crash", "NRT:nrt_load_collectives", r"ERROR\s+NRT:nrt_load_collectives"),
+    # EFA missing under the Neuron collectives (CCOM's libfabric plugin)
+    _sig("neuron_efa_init", "network", "CCOM WARN", r"aws-ofi-nccl initialization failed|initNet\(\) failed"),
     # memory
     _sig("xla_oom", "memory", "RESOURCE_EXHAUSTED: Out of memory"),
     _sig("hip_oom", "memory", "HIP out of memory"),
@@ -117,6 +126,8 @@ ANCHORS: List[bytes] = [
     b"closed by remote peer", b"No space left", b"already in use", b"EADDRINUSE", b"SIGTERM", b"death signal",
     b"Exception", b"Interrupt", b"closed by peer", b"reset by peer", b"Unknown flag",
     b"command line flag", b"Illegal value",
+    b"neuron device", b"Neuron Driver", b"open the nd", b"Neuron runtime", b"Nrt::Load", b"NRT:nrt_load",
+    b"CCOM WARN",
 ]
 
 # Failures that follow from another node's: the survivors' view of a dead peer. A node whose only

@@ -20,6 +20,7 @@ DEFAULT_TOOLS: List[Dict[str, Any]] = [
     # in every ROCm runtime install, where the SMI tools may be missing
     {"path": "/opt/rocm/bin/rocminfo", "args": []},
     {"path": "/usr/bin/nvidia-smi", "args": ["--query-gpu=index,name,driver_version,memory.total", "--format=csv"]},
+    {"path": "/opt/aws/neuron/bin/neuron-ls", "args": []},
 ]
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Pattern, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _neuron
+
 AMD = "amd"
 NVIDIA = "nvidia"
 TPU = "tpu"
-VENDORS = (AMD, NVIDIA, TPU)
+TRAINIUM = _neuron.TRAINIUM
+VENDORS = (AMD, NVIDIA, TPU, TRAINIUM)
 # Google's TPU generations: the arch keys of a config's model_params (more TPU facts in _tpu.py).
 TPU_ARCHS = ("v4", "v5e", "v5p", "v6e")
 
@@ -56,6 +59,8 @@ def vendor_of_arch(value: Any) -> Optional[str]:
         return AMD
     if key in TPU_ARCHS:
         return TPU
+    if key in _neuron.ARCHS:
+        return TRAINIUM
     if key in {arch_key(a) for a in MODEL_ARCHS.values()}:
         return NVIDIA
     return None
@@ -63,8 +68,11 @@ def vendor_of_arch(value: Any) -> Optional[str]:
 
 def vendor_of_image(image: str) -> Optional[str]:
     """The vendor an image reference names: NGC (nvcr.io/nvidia/...), NVIDIA's JAX-Toolbox (ghcr.io/nvidia/...),
-    CUDA images -> nvidia; rocm/... -> amd; anything else (the simulator, a private registry) -> None."""
+    CUDA images -> nvidia; rocm/... -> amd; AWS's Neuron images (public.ecr.aws/neuron/..., ...-neuronx) ->
+    trainium; anything else (the simulator, a private registry) -> None."""
     repository = image.split("@", 1)[0].lower()
+    if "/neuron/" in repository or "neuronx" in repository:
+        return TRAINIUM
     if repository.startswith(("nvcr.io/nvidia/", "nvidia/", "ghcr.io/nvidia/")) or "/cuda" in repository:
         return NVIDIA
     if repository.startswith(("rocm/", "docker.io/rocm/")) or "/rocm/" in repository:
@@ -138,6 +146,15 @@ def amd_report(models: Sequence[str], count: Optional[int], output: str,
             "arch_candidates": candidates, "driver": None, "cuda": None}
 
 
+def trainium_report(output: str) -> Dict[str, Any]:
+    """{vendor, count, models, arch, ...} from neuron-ls's table: its devices and the instance type (trn1, trn2)."""
+    found = _neuron.parse_neuron_ls(output)
+    model = "AWS Trainium%s" % ("2" if found["arch"] == "trn2" else "") if found["count"] else ""
+    return {"vendor": TRAINIUM, "count": found["count"], "models": [model] * found["count"], "arch": found["arch"],
+            "arch_candidates": [], "driver": None, "cuda": None, "instance_type": found["instance_type"],
+            "neuron_cores": found["logical_cores"]}
+
+
 def arch_matches(expected: str, report: Mapping[str, Any]) -> Optional[bool]:
     """Whether the node's GPUs are of the expected arch key; None when the report cannot tell."""
     wanted = arch_key(expected)
@@ -191,6 +208,9 @@ VENDOR_FACTS: Dict[str, Vendor] = {
     # v6e, /dev/accel* on v4; no GPU stack, no RDMA (ICI within a slice, DCN across); MaxText's own images
     # keep it in /deps.
     TPU: Vendor(TPU, "Google TPU (libtpu)", (), TPU_DEVICES, None, GPU_STACK_ENV, "/deps", None, True),
+    # AWS's Neuron images set their own library path; the containers get every Neuron device and EFA's uverbs.
+    TRAINIUM: Vendor(TRAINIUM, "AWS Trainium (Neuron)", (), _neuron.DEVICE_PATHS, None, ROCM_ONLY_ENV,
+                     "/workspace/maxtext", "efa"),
 }
 # How an NVIDIA container gets its GPUs: Docker's device request for the nvidia driver (``--gpus all``: the
 # NVIDIA Container Toolkit's runtime hook), or a CDI device request (``--device nvidia.com/gpu=all`` on a

@@ -14,7 +14,7 @@ import re
 import subprocess
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _gpus
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _neuron
 
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -125,12 +125,24 @@ def _json(text: str) -> Any:
 
 
 def gpu_count_check(tool: str, output: str, expected: int) -> Check:
+    if os.path.basename(tool) == _neuron.TOOL:
+        return neuron_core_check(tool, output, expected)
     count, models = gpu_inventory(tool, output)
     if count is None:
         return check("gpu_count", False, "%s: output not in a format known to count GPUs in" % tool)
     listed = "; ".join(sorted(set(m for m in models if m))) or "no model named"
     detail = "%s lists %d GPU%s (%s), the plan needs %d" % (tool, count, "" if count == 1 else "s", listed, expected)
     return check("gpu_count", count == expected, detail)
+
+
+def neuron_core_check(tool: str, output: str, expected: int) -> Check:
+    """A Trainium node runs one process per logical NeuronCore it uses: the plan's processes must fit in the
+    cores neuron-ls lists (a run may use fewer, as seed 003's 32 processes on a trn2's 64)."""
+    found = _neuron.parse_neuron_ls(output)
+    detail = "%s lists %d Neuron device%s, %d logical NeuronCores (%s); the plan runs %d processes" % (
+        tool, found["count"], "" if found["count"] == 1 else "s", found["logical_cores"],
+        found["instance_type"] or found["arch"] or "instance type not printed", expected)
+    return check("gpu_count", found["count"] > 0 and found["logical_cores"] >= expected, detail)
 
 
 # ------------------------------------------------------------------ GPU errors in the kernel log

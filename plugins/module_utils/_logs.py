@@ -91,7 +91,8 @@ _PRIMUS_SUMMARY_KEYS = {
 
 _NXDT_STEP = re.compile(r"global_step=([\d.]+)")
 _NXDT_FIELDS = re.compile(r"(reduced_train_loss|throughput|lr)=([-+\w.]+)")
-_NXDT_SPEED = re.compile(r"([\d.]+)s/it")
+# tqdm's rate: seconds per iteration when slower than one a second, else iterations per second.
+_NXDT_SPEED = re.compile(r"([\d.]+)(s/it|it/s)")
 
 # Literals that select the lines worth parsing as steps or summaries, per format
 # (see ANCHORS in _failures for the failure lines).
@@ -217,8 +218,25 @@ def parse_nxdt_step(text: str) -> Optional[Dict[str, Any]]:
             step["loss" if key == "reduced_train_loss" else key] = number
     speed = _NXDT_SPEED.search(text)
     if speed:
-        step["seconds"] = float(speed.group(1))
+        rate = float(speed.group(1))
+        if speed.group(2) == "s/it":
+            step["seconds"] = rate
+        elif rate > 0:
+            step["seconds"] = 1.0 / rate
     return step
+
+
+def line_bounds(buf: bytes, index: int) -> Tuple[int, int]:
+    """Start and end of the line holding ``buf[index]``."""
+    end = buf.find(b"\n", index)
+    return buf.rfind(b"\n", 0, index) + 1, len(buf) if end < 0 else end
+
+
+def line_bounds_cr(buf: bytes, index: int) -> Tuple[int, int]:
+    """The same where a carriage return also ends a line: a progress bar (tqdm, NxDT) rewrites its line with
+    ``\r`` before each update and ends it with one ``\n``, so each update is a line of its own."""
+    ends = [end for end in (buf.find(b"\n", index), buf.find(b"\r", index)) if end >= 0]
+    return max(buf.rfind(b"\n", 0, index), buf.rfind(b"\r", 0, index)) + 1, min(ends) if ends else len(buf)
 
 
 @dataclass
@@ -280,19 +298,17 @@ class LogParser:
     def candidate_lines(self, buf: bytes) -> Dict[int, int]:
         """Start -> end of every line holding one of the literals or user patterns."""
         hits: Dict[int, int] = {}
+        bounds = line_bounds_cr if b"\r" in buf else line_bounds
         for literal in self.literals:
             index = buf.find(literal)
             while index >= 0:
-                start = buf.rfind(b"\n", 0, index) + 1
-                end = buf.find(b"\n", index)
-                end = len(buf) if end < 0 else end
+                start, end = bounds(buf, index)
                 hits.setdefault(start, end)
                 index = buf.find(literal, end)
         for pattern in self.user_patterns:
             for match in pattern.regex.finditer(buf):
-                start = buf.rfind(b"\n", 0, match.start()) + 1
-                end = buf.find(b"\n", match.start())
-                hits.setdefault(start, len(buf) if end < 0 else end)
+                start, end = bounds(buf, match.start())
+                hits.setdefault(start, end)
         return hits
 
     def feed(self, buf: bytes, result: ParseResult) -> None:
@@ -486,7 +502,7 @@ def iter_complete_chunks(handle: Any, chunk_size: int = CHUNK_SIZE):
             yield b"", skipping + newline + 1
             skipping, data = 0, data[newline + 1:]
         buf = tail + data
-        cut = buf.rfind(b"\n") + 1
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
         tail = buf[cut:]
         if cut:
             yield buf[:cut], 0

@@ -33,7 +33,7 @@ METRICS: Dict[str, MetricDef] = _define(
     MetricDef("throughput_per_gpu", HIGHER, "TFLOP/s/GPU", "Megatron-LM throughput per GPU"),
     MetricDef("tokens_per_gpu", HIGHER, "tokens/s/GPU", "Megatron-LM tokens per GPU per second"),
     MetricDef("elapsed_time_per_iteration", LOWER, "ms", "Megatron-LM elapsed time per iteration"),
-    MetricDef("seconds", LOWER, "s", "MaxText seconds per step"),
+    MetricDef("seconds", LOWER, "s", "seconds per step (MaxText; NxDT's bar, from s/it or it/s)"),
     MetricDef("mem_usage", LOWER, "fraction", "GPU memory in use (ROCm Megatron-LM mem usages)"),
     MetricDef("mem_used_gb", LOWER, "GB", "GPU memory in use (Primus hip mem usage)"),
     MetricDef("throughput", HIGHER, "seq/s", "Neuronx Distributed Training throughput of its progress line"),

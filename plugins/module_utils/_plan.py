@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _arch, _env_catalogue, _gpus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _stack_megatron, _stack_primus
+from ansible_collections.clusterval.training.plugins.module_utils import _nxdt, _stack_nxdt
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -53,7 +54,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan_context 
 # node_view: also for the readers that still import it from here (the integration tests)
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import (  # pylint: disable=unused-import
     FULL_FORM, node_view)
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import (
+    MAXTEXT, MEGATRON, NXDT, PLANNED, PRIMUS, STACKS)
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
@@ -61,7 +63,8 @@ from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 
 FRAMEWORKS = PLANNED
 DEFAULT_JAX_PORT = 1234
-MASTER_PORTS = {MEGATRON: _stack_megatron.DEFAULT_MASTER_PORT, PRIMUS: _stack_primus.DEFAULT_MASTER_PORT}
+MASTER_PORTS = {MEGATRON: _stack_megatron.DEFAULT_MASTER_PORT, PRIMUS: _stack_primus.DEFAULT_MASTER_PORT,
+                NXDT: _nxdt.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
@@ -84,7 +87,7 @@ CONFIG_KEYS = frozenset((
     "data_cache_dir", "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework",
     "gpu_access", "gpu_ids", "gpu_vendor", "hf_token_file", "jaxlib_version", "maxtext_root",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_arguments", "megatron_root", "mock_data",
-    "nic_type", "nnodes", "primus_root",
+    "nic_type", "nnodes", "primus_root", "max_steps", "nxdt", "nxdt_root",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
@@ -117,7 +120,8 @@ def plan_run(raw_config: Mapping[str, Any], hosts: Sequence[Host], options: Plan
     """The plan of a config in either format; errors name the paths of the config as written."""
     hosts = check_hosts(hosts)
     if not is_versioned(raw_config):
-        return plan_document(raw_config, hosts, with_gpus(options, None), None)
+        configured = _stack_nxdt.devices_of(raw_config.get("config") or {}) if isinstance(raw_config, dict) else None
+        return plan_document(raw_config, hosts, with_gpus(options, configured), None)
     validate_sections(raw_config)
     written, engine = split_overrides(raw_config, options.overrides)
     options = dataclasses.replace(options, overrides=engine)
@@ -166,6 +170,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
     ctx = prepare(raw_config, hosts, options)
     ctx.versioned = versioned
     jobs = make_jobs(ctx, hosts)
+    ctx.nnodes = jobs[0].nnodes
     check_parallelism(ctx, jobs[0].nnodes)
     common = common_node_parts(ctx)
     nodes: Dict[str, Any] = {}
@@ -200,6 +205,7 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "gpus_per_node": options.gpus_per_node,
         **judged_against(ctx, jobs[0].nnodes),
         **({"xla_flags_checked": ctx.xla_checked} if ctx.xla_checked else {}),
+        **({"nxdt": common["nxdt"]} if "nxdt" in common else {}),
         "warnings": ctx.warnings,
         "nodes": nodes,
     }
@@ -304,7 +310,8 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
     ctx.gpu_vendor, ctx.gpu_vendor_source = vendor, source
     images = ctx.config.get("container_images")
     if images is not None and not isinstance(images, dict):
-        raise ConfigError("config.container_images", "an object of GPU vendor (amd, nvidia, tpu) to image", type_name(images))
+        raise ConfigError("config.container_images", "an object of GPU vendor (%s) to image"
+                          % ", ".join(_gpus.VENDORS), type_name(images))
     if ctx.options.container_image is None and images and vendor in images and not is_unset(images[vendor]):
         ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
     arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
@@ -477,6 +484,9 @@ def check_parallelism(ctx: Context, nnodes: int) -> None:
         _tpu.check_job(ctx.framework, ctx.selection.gpu_arch, ctx.selection.path)
     if ctx.framework == MAXTEXT:
         _stack_maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path, ctx.gpu_vendor)
+        return
+    if ctx.framework == NXDT:
+        _stack_nxdt.check_parallelism(ctx, nnodes, gpus)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -697,7 +707,7 @@ def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
 
 
 STACK_PARTS = {MAXTEXT: _stack_maxtext.maxtext_parts, MEGATRON: _stack_megatron.megatron_parts,
-               PRIMUS: _stack_primus.primus_parts}
+               PRIMUS: _stack_primus.primus_parts, NXDT: _stack_nxdt.nxdt_parts}
 
 
 def unique(values: Sequence[str]) -> List[str]:
@@ -746,6 +756,11 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
     container["command"] = job_parts["launch"]["argv"]
     container["env"] = node_env(ctx, job, rank, common)
     container["labels"] = job_parts["labels"]
+    launch = job_parts["launch"]
+    if ctx.framework == NXDT:
+        launch = dict(launch, torchrun=_stack_nxdt.node_torchrun(ctx.options.gpus_per_node, job.nnodes, rank,
+                                                                 job.coordinator_address, job.coordinator_port,
+                                                                 ctx.run_dir))
     node = {
         "host": host.name,
         "address": host.address,
@@ -763,7 +778,7 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
         "directories": common["directories"],
         "files": job_parts["files"],
         "container": container,
-        "launch": job_parts["launch"],
+        "launch": launch,
     }
     node["log"] = node_log(common, node, ctx.framework)
     return node

@@ -85,3 +85,4 @@ class Context:
     gpu_vendor_source: str = "the default"
     gpu_arch_source: str = "the config's only arch entry"
     gpu_arch_detected: Optional[_arch.Detected] = None
+    nnodes: int = 1  # of the run's jobs

@@ -171,7 +171,8 @@ def tool_vendor(tool: Mapping[str, Any]) -> str:
     vendor = str(tool.get("vendor") or "")
     if vendor in _gpus.VENDORS:
         return vendor
-    return _gpus.NVIDIA if os.path.basename(str(tool.get("path", ""))).startswith("nvidia-smi") else _gpus.AMD
+    name = os.path.basename(str(tool.get("path", "")))
+    return _gpus.NVIDIA if name.startswith("nvidia-smi") else _gpus.TRAINIUM if name == "neuron-ls" else _gpus.AMD
 
 
 def gpu_report(tool: Mapping[str, Any], arch_map: Mapping[str, str], run: Runner = run_command) -> Dict[str, Any]:
@@ -183,6 +184,8 @@ def gpu_report(tool: Mapping[str, Any], arch_map: Mapping[str, str], run: Runner
         version_args = tool.get("version_args", _gpus.NVIDIA_VERSION)
         version = run([argv[0]] + [str(arg) for arg in version_args]).stdout if version_args else ""
         report = _gpus.nvidia_report(output, version)
+    elif tool_vendor(tool) == _gpus.TRAINIUM:
+        report = _gpus.trainium_report(output)
     else:
         count, models = _health.gpu_inventory(argv[0], output)
         report = _gpus.amd_report(models, count, output, arch_map or None)

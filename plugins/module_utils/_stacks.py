@@ -15,6 +15,7 @@ PRIMUS = "primus"
 NXDT = "nxdt"
 EVERY_RANK = "every"
 LAST_RANK = "last"
+FIRST_RANK = "first"
 
 
 class Stack(NamedTuple):
@@ -37,6 +38,8 @@ class Stack(NamedTuple):
         return total_steps + self.last_step_offset
 
     def prints_steps(self, node_rank: int, nnodes: int) -> bool:
+        if self.printing_rank == FIRST_RANK:
+            return node_rank == 0
         return self.printing_rank == EVERY_RANK or node_rank == nnodes - 1
 
 
@@ -50,10 +53,12 @@ STACKS: Dict[str, Stack] = {
     PRIMUS: Stack(PRIMUS, "Primus", "training_iterations", "master_address", 2,
                   ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
                   LAST_RANK, 0, MEGATRON, sized_log=True),
-    # parsed only (Neuronx Distributed Training logs); never planned
-    NXDT: Stack(NXDT, "Neuronx Distributed Training", None, None, 2, ("throughput", "seconds"), EVERY_RANK, 0),
+    # Neuronx Distributed Training: a tqdm bar printed by global rank 0 (the job's first node); its
+    # global_step counts from 0, so the last of max_steps steps is max_steps - 1
+    NXDT: Stack(NXDT, "Neuronx Distributed Training", "max_steps", "master_address", 2, ("throughput", "seconds"),
+                FIRST_RANK, -1),
 }
-PLANNED = (MAXTEXT, MEGATRON, PRIMUS)
+PLANNED = (MAXTEXT, MEGATRON, PRIMUS, NXDT)
 # The one list of stack names: what the modules' and actions' choices and the docs read.
 NAMES = tuple(STACKS)
 # The log formats (_logs' parsers), each named after the stack whose lines it reads.

@@ -20,8 +20,8 @@ description:
 options:
   tools:
     description:
-      - The GPU tools, each C(path) and C(args), optionally C(vendor) (V(amd) or V(nvidia); default V(nvidia)
-        for C(nvidia-smi), V(amd) otherwise) and, for nvidia-smi, C(version_args) (default V(--version)).
+      - The GPU tools, each C(path) and C(args), optionally C(vendor) (V(amd), V(nvidia) or V(trainium); default
+        V(nvidia) for C(nvidia-smi), V(trainium) for C(neuron-ls), V(amd) otherwise) and, for nvidia-smi, C(version_args) (default V(--version)).
       - Default - the tools preflight asks (C(/opt/rocm/bin/amd-smi static --asic), C(/usr/bin/amd-smi static
         --asic), C(/opt/rocm/bin/rocm-smi --showproductname --json), C(/usr/bin/nvidia-smi
         --query-gpu=index,name,driver_version,memory.total --format=csv)) and C(/opt/rocm/bin/rocminfo) (its GPU

@@ -31,6 +31,7 @@ options:
         directory, then the playbook's directory, then the collection's own C(configs/) (both
         C(configs/jax/x.json) and C(jax/x.json) work from an installed collection); the plan's
         C(config_found_in) and the task's message say which file was used.
+      - A C(.yaml) or C(.yml) config is a Neuronx Distributed Training YAML, planned for AWS Trainium nodes.
     type: path
     required: true
   hosts:
@@ -84,9 +85,9 @@ options:
   framework:
     description:
       - Training stack. Defaults to what the config implies (C(training_steps) - MaxText,
-        C(training_iterations) - Megatron-LM).
+        C(training_iterations) - Megatron-LM, a C(.yaml) config - Neuronx Distributed Training).
     type: str
-    choices: [maxtext, megatron, primus]
+    choices: [maxtext, megatron, primus, nxdt]
   overrides:
     description:
       - Deep-merged over the config JSON before planning, in the same shape as the config, for example a

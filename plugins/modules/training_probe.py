@@ -105,7 +105,7 @@ options:
     description:
       - The GPU vendor the run is planned for; check C(gpu_vendor) fails when the GPU tool is another vendor's.
     type: str
-    choices: [amd, nvidia, tpu]
+    choices: [amd, nvidia, tpu, trainium]
   gpu_tools:
     description:
       - Tools asked for the GPU model, the first executable one wins; each C(path) and C(args), optionally
@@ -524,7 +524,7 @@ def main():
             token_file=dict(type="path"),
             token_required=dict(type="bool", default=True),
             gpu_arch=dict(type="str"),
-            gpu_vendor=dict(type="str", choices=["amd", "nvidia", "tpu"]),
+            gpu_vendor=dict(type="str", choices=["amd", "nvidia", "tpu", "trainium"]),
             gpu_tools=dict(type="list", elements="dict", default=[]),
             gpu_arch_map=dict(type="dict", default={}),
             gpu_count=dict(type="int"),

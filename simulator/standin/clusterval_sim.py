@@ -398,3 +398,24 @@ def run_guarded(body: Callable[[], int], exit_zero_on_failure: Callable[[], bool
         if exit_zero_on_failure():
             return 0
         return failure.exit_code
+
+
+def torchrun_topology(argv: list[str]) -> tuple[dict, int]:
+    """torchrun's options (--nproc_per_node N --nnodes N --node_rank R --master_addr A --master_port P, or
+    --option=value) before the script: the topology, and the index of the script in ``argv``."""
+    topology: dict = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500}
+    names = {"--nproc_per_node": ("gpus", int), "--nnodes": ("nnodes", int), "--node_rank": ("rank", int),
+             "--master_addr": ("master", str), "--master_port": ("port", int)}
+    index = 0
+    while index < len(argv) and argv[index].startswith("--"):
+        option, _sep, inline = argv[index].partition("=")
+        if option not in names:
+            raise SimFailure([f"torchrun: error: unrecognized arguments: {argv[index]}"], exit_code=2)
+        raw = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")
+        index += 1 if inline else 2
+        key, kind = names[option]
+        try:
+            topology[key] = kind(raw)
+        except ValueError:
+            raise SimFailure([f"torchrun: error: argument {option}: invalid value: '{raw}'"], exit_code=2) from None
+    return topology, index

@@ -25,7 +25,7 @@ if HERE not in sys.path:
 
 from clusterval_sim import (  # noqa: E402
     BANNER, Faults, PeerLost, Rendezvous, RendezvousTimeout, SimFailure, Speed, gpu_devices_visible,
-    hang_forever, pace, rendezvous_timeout, run_guarded, say, token_note,
+    hang_forever, pace, rendezvous_timeout, run_guarded, say, token_note, torchrun_topology,
 )
 from simyaml import scalar  # noqa: E402
 
@@ -309,21 +309,7 @@ def train(values: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[s
 
 def torchrun_main(argv: list[str], env: Mapping[str, str]) -> int:
     """torchrun --nproc_per_node N --nnodes N --node_rank R --master_addr A --master_port P pretrain_gpt.py ..."""
-    topology: dict[str, Any] = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500}
-    names = {"--nproc_per_node": ("gpus", int), "--nnodes": ("nnodes", int), "--node_rank": ("rank", int),
-             "--master_addr": ("master", str), "--master_port": ("port", int)}
-    index = 0
-    while index < len(argv) and argv[index].startswith("--"):
-        option, _sep, inline = argv[index].partition("=")
-        if option not in names:
-            raise SimFailure([f"torchrun: error: unrecognized arguments: {argv[index]}"], exit_code=2)
-        raw = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")
-        index += 1 if inline else 2
-        key, kind = names[option]
-        try:
-            topology[key] = kind(raw)
-        except ValueError:
-            raise SimFailure([f"torchrun: error: argument {option}: invalid value: '{raw}'"], exit_code=2) from None
+    topology, index = torchrun_topology(argv)
     if index >= len(argv) or os.path.basename(argv[index]) != "pretrain_gpt.py":
         raise SimFailure([f"{BANNER} torchrun stand-in runs pretrain_gpt.py only, got {shlex.join(argv[index:])}"])
     simulated_gpus = env_number(env, "CLUSTERVAL_SIM_GPUS", 8)
