@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
     INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, run_watch_dir, stage_of_task)
 
@@ -154,7 +154,9 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     cause = "the controller (ansible-playbook, pid %s) %s in %s; the nodes stop their jobs themselves within the " \
         "lease timeout" % (guard.get("controller_pid"), how, stage)
     stop = dict(stop or {}, cause=cause)
-    return reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    written = reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    _room.release_all(run_dir)
+    return written
 
 
 def main(argv: Sequence[str]) -> int:

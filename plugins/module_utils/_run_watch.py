@@ -10,11 +10,12 @@ A node's steps go to ``steps/<host>.jsonl`` as they come, so a poll's cost does 
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
     abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
@@ -254,7 +255,12 @@ def conclude(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
     memory = read_json(os.path.join(directory, RUN_FILE)) or {}
     states = load_states(directory, hosts)
     analysis = analyse(states, memory)
-    save_outcome(directory, analysis, memory.get("events") or [])
+    try:
+        save_outcome(directory, analysis, memory.get("events") or [])
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _room.release(run_dir, "verdict"):
+            raise
+        save_outcome(directory, analysis, memory.get("events") or [])
     return dict(analysis, states=states)
 
 

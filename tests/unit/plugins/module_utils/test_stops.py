@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results, _runlock
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
 REPO = Path(__file__).resolve().parents[4]
@@ -228,3 +228,22 @@ def test_a_task_prints_its_own_lines_only_beside_a_stdout_that_people_read():
     assert _console.human_stdout("community.general.yaml") and _console.human_stdout("")
     assert not _console.human_stdout("json") and not _console.human_stdout("ansible.builtin.json")
     assert not _console.human_stdout("ansible.posix.jsonl")
+
+
+def busy_line(host, run_id):
+    return {"task": "Preflight | Verdict", "reached": "", "msg": "preflight failed on %s: busy: %s" % (
+        host, _runlock.busy_detail(host, {"run_id": run_id, "started_at": "2026-11-29T02:00:00Z",
+                                          "controller": "alice@ctl", "reason": "its container c is running"}))}
+
+
+def test_two_busy_nodes_are_named_busy_with_the_run_that_holds_them():
+    hosts = dict(echoes(["node1", "node2"]), node3=busy_line("node3", "R1"), node4=busy_line("node4", "R1"))
+    stop = _results.stop_section(PLAN, hosts, None, ECHO)
+    assert stop["cause"] == ("2 nodes are busy with run R1: node[3-4]; stop it with `ansible-playbook -i <inventory> "
+                             "clusterval.training.teardown -e training_run_id=R1`, or replace it with "
+                             "-e training_takeover=true")
+    hosts["node4"] = busy_line("node4", "R2")
+    assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"].startswith(
+        "2 nodes are busy with runs R1, R2: node[3-4]; stop each with the teardown of its run id")
+    hosts["node4"] = {"task": "Preflight | Verdict", "msg": "preflight failed on node4: gpus: 7 of 8", "reached": ""}
+    assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"] == "2 node(s) stopped the run: node[3-4]"
