@@ -329,8 +329,10 @@ def went_silent(host: str, state: Mapping[str, Any], states: Mapping[str, Mappin
 
 
 def silence_record(state: Mapping[str, Any]) -> Dict[str, Any]:
+    """A node gone silent is "node lost" in every output, from the watch's first word to the verdict; what a
+    direct look found (unreachable over SSH) is its text."""
     last = state.get("last_record_time")
-    return {"class": "unreachable" if state.get("ssh_unreachable") else LOST,
+    return {"class": LOST,
             "text": state.get("msg") or "no status from the node", "lineno": None, "step": state.get("last_step"),
             "time": last if isinstance(last, (int, float)) else None, "first_seen": state.get("last_record_at"),
             "consequence": False, "evidence": "silence"}

@@ -132,7 +132,7 @@ class ClusterWatch:
         """The node that reads the shared directory for everyone cannot: unreachable, it is named."""
         state = self.states.get(reader)
         how = "unreachable" if read.get("unreachable") else "could not read the status directory"
-        msg = f"{reader}: {how} during the run: {read.get('msg', '')}"
+        msg = f"{reader}: {how} during the run: {one_line(read.get('msg', ''))}"
         if state is not None and not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
             apply_decision(state, Decision.failure("unreachable", msg), now)
@@ -239,14 +239,19 @@ def with_direct_look(state: State, direct: Mapping[str, Any]) -> State:
     before = state.get("msg") or state["host"]
     if direct.get("unreachable"):
         merged.update(ssh_unreachable=True, msg="%s; the controller cannot reach it either: %s"
-                      % (before, direct.get("msg", "")))
+                      % (before, one_line(direct.get("msg", ""))))
     elif direct.get("reason") == "exit":
         container = direct.get("container") or {}
         exit_code = direct.get("exit_code") if direct.get("exit_code") is not None else container.get("exit_code")
-        merged.update(reason="exit", exit_code=exit_code, msg="%s (%s)" % (direct.get("msg"), before))
+        merged.update(reason="exit", exit_code=exit_code, msg="%s (%s)" % (one_line(direct.get("msg")), before))
     elif direct.get("failed"):
-        merged.update(msg="%s; a direct look found: %s" % (before, direct.get("msg")))
+        merged.update(msg="%s; a direct look found: %s" % (before, one_line(direct.get("msg"))))
     return merged
+
+
+def one_line(text: Any) -> str:
+    """SSH's error text on one line: the verdict is one line."""
+    return " ".join(str(text or "").split())
 
 
 def conclude(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:

@@ -49,9 +49,9 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(point)], check=False)
 
 
-def train(simcluster, nodes, run_dir: Path, run_id: str | None = None) -> subprocess.CompletedProcess:
-    more = {"training_run_id": run_id} if run_id else None
-    proc = run_train(simcluster, JAX_MULTI, run_dir, nodes, more_vars=more)
+def train(simcluster, nodes, run_dir: Path, run_id: str | None = None, **more) -> subprocess.CompletedProcess:
+    more = dict(more, training_run_id=run_id) if run_id else more
+    proc = run_train(simcluster, JAX_MULTI, run_dir, nodes, more_vars=more or None)
     Path(str(run_dir.parent) + "-ansible.out").write_text(proc.stdout + proc.stderr)
     return proc
 
@@ -150,13 +150,18 @@ def test_a_disk_that_fills_during_the_run_keeps_results_json_and_the_verdict_the
         simcluster, nodes, tiny_disk):
     """The room kept for the watch and for results.json: the training completed on every node is judged PASS
     beside the controller's fault, never reported as stopped before the verdict with nothing kept."""
+    run_id = "20261129T000000Z-c32a00-disk-fills"
+    for node in nodes:  # 3 MiB of earlier output in each log: more than any room, so their copies cannot fit
+        simcluster.ssh(node, "mkdir -p /tmp/clusterval-logs/clusterval/%s && yes 'clusterval test: simulated "
+                             "earlier output of this run, padding the log to 3 MiB' | head -c 3145728 "
+                             "> /tmp/clusterval-logs/clusterval/%s/training.log" % (run_id, run_id))
     disk = tiny_disk("48m")
     run_dir = disk / "run"
     done = threading.Event()
     filler = threading.Thread(target=fill_once_training_is_underway, args=(disk, run_dir, done), daemon=True)
     filler.start()
     try:
-        proc = train(simcluster, nodes, run_dir)
+        proc = train(simcluster, nodes, run_dir, run_id, training_iterations=40)
     finally:
         done.set()
         filler.join()
@@ -165,6 +170,7 @@ def test_a_disk_that_fills_during_the_run_keeps_results_json_and_the_verdict_the
     assert proc.returncode != 0
     assert headline.startswith("FAIL: " + FAULT % run_dir), headline
     assert "stopped before the verdict" not in headline and "; the training itself: PASS" in headline, headline
+    assert "not collected" in headline, headline
     assert_no_node_blamed(proc.stdout, headline, nodes)
     document = json.loads((run_dir / "results.json").read_text())
     assert document["verdict"] == "FAIL" and document["headline"] == headline

@@ -335,7 +335,7 @@ def test_the_node_the_controller_cannot_reach_is_named_when_it_reaches_the_other
         state.update(done=True, failed=True, reason="hang", last_step=6, msg=f"{host}: hang")
     states["node2"].update(ssh_unreachable=True, msg="node2: hang; the controller cannot reach it either: timed out")
     analysis = _run_fold.analyse(states)
-    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "unreachable"
+    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "node lost"
     assert sorted(analysis["consequences"]) == ["node1", "node3"]
 
 
