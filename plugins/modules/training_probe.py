@@ -513,6 +513,8 @@ def main():
     # Busy or not is known before anything is written on the node.
     claimed = claim_node(module.params, node) or {"check": None, "took_over": None}
     claim_checks = [claimed["check"]] if claimed["check"] else []
+    if claimed["check"] and claimed["check"]["ok"] and claimed["check"]["detail"].startswith("WARNING: "):
+        module.warn("%s: %s" % (node, claimed["check"]["detail"][len("WARNING: "):]))
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
     marker_first = marker_checks(marker) if marker["mode"] in ("write", "remove") else []
