@@ -151,8 +151,8 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     stop, stages = stop_and_stages(plan, run_dir, verdict is not None, None, {}, None, None,
                                    interrupted=signal_name, stage=stage)
     how = "was interrupted (%s)" % interrupted["signal"] if interrupted.get("signal") else signal_name
-    cause = "the controller (ansible-playbook, pid %s) %s in %s; %s" % (guard.get("controller_pid"), how, stage,
-                                                                       how_nodes_stop(stage))
+    cause = "the controller (ansible-playbook, pid %s) %s in %s; %s" % (
+        guard.get("controller_pid"), how, stage, how_nodes_stop(stage))
     stop = dict(stop or {}, cause=cause)
     written = reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
     _room.release_all(run_dir)

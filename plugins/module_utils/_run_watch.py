@@ -73,7 +73,8 @@ class ClusterWatch:
         memory = read_json(os.path.join(directory, RUN_FILE))
         if not isinstance(memory, dict) or memory.get("controller") != controller:
             memory = {"started_at": now, "renewal": 0, "controller": controller, "last_poll_at": None,
-                      "limits": {"deadline": limits.deadline, "final_step": int(plan["final_step"])}, "events": [], "states": {h: fresh_state(plan, h, now) for h in hosts}}
+                      "limits": {"deadline": limits.deadline, "final_step": int(plan["final_step"])}, "events": [],
+                      "states": {h: fresh_state(plan, h, now) for h in hosts}}
         return cls(plan, hosts, directory, limits, cluster, lease_timeout, memory)
 
     def watched(self) -> List[str]:

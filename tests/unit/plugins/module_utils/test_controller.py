@@ -168,4 +168,3 @@ def test_a_disk_that_filled_during_the_run_still_keeps_results_json_in_the_room_
     assert os.path.exists(_room.room_path(str(tmp_path), "watch")), "the watch's room is the watch's"
     _room.release_all(str(tmp_path))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".clusterval-room")]
-
