@@ -13,7 +13,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results, _room
 from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
@@ -72,6 +72,8 @@ class ActionModule(ActionBase):
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
                                args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
         document = written["document"]
+        if args["teardown"] is not None:
+            _room.release_all(run_dir)
         if args["teardown"] is not None and written["paths"].get("results.json"):
             # The run's final reports: its guard has nothing left to do (it also sees results.json's teardown).
             try:
@@ -100,6 +102,8 @@ class ActionModule(ActionBase):
         moved = guard = None
         try:
             moved = _results.keep_earlier_run(run_dir, run_id)
+            # Room for the watch's memory and results.json, should the disk fill during the run.
+            _room.reserve(run_dir)
             if launched:
                 _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, _policy.launch_record(policy, time.time()))
             guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)

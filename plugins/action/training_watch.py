@@ -19,7 +19,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.clusterval.training.plugins.module_utils import _run_direct, _run_fold, _run_watch
+from ansible_collections.clusterval.training.plugins.module_utils import _room, _run_direct, _run_fold, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._console import own_progress_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
@@ -77,7 +77,7 @@ class ActionModule(ActionBase):
             if args["conclude"]:
                 return self._conclude(result, plan, args)
             if args["status_dir"]:
-                return self._cluster_poll(result, plan, args, task_vars)
+                return self._cluster_poll_with_room(result, plan, args, task_vars)
             return self._direct_look(result, plan, args, task_vars)
         except ConfigError as exc:
             return dict(failed(result, "training_watch", exc), done=True)
@@ -88,6 +88,16 @@ class ActionModule(ActionBase):
             return result
 
     # -- the cluster watch ---------------------------------------------------------------------------
+
+    def _cluster_poll_with_room(self, result: dict[str, Any], plan: dict[str, Any], args: dict[str, Any],
+                                task_vars: dict[str, Any]) -> dict[str, Any]:
+        """A poll that met a full disk is polled again once, in the room kept for the watch (``_room``)."""
+        try:
+            return self._cluster_poll(result, plan, args, task_vars)
+        except OSError as exc:
+            if not (is_write_fault(exc) and _room.release(args["run_dir"], "watch")):
+                raise
+        return self._cluster_poll(result, plan, args, task_vars)
 
     def _cluster_poll(self, result: dict[str, Any], plan: dict[str, Any], args: dict[str, Any],
                       task_vars: dict[str, Any]) -> dict[str, Any]:

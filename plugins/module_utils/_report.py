@@ -17,7 +17,7 @@ import socket
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
@@ -395,8 +395,8 @@ def remove_stale(path: str) -> None:
 
 
 def write_with_room(path: str, content: str, run_dir: str) -> None:
-    """Write ``path`` atomically; when there is no room for it, remove the run's older reports (the other
-    files first, then its own older version) and try again after each."""
+    """Write ``path`` atomically; when there is no room for it, release the room kept for it (``_room``), then
+    remove the run's older reports (the other files first, then its own older version), trying again after each."""
     stale = [os.path.join(run_dir, name) for name in reversed(REPORT_ORDER)]
     while True:
         try:
@@ -405,6 +405,8 @@ def write_with_room(path: str, content: str, run_dir: str) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
+            if _room.release(run_dir, "results"):
+                continue
             present = [p for p in stale if os.path.lexists(p)]
             if not present:
                 raise

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
     INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, run_watch_dir, stage_of_task)
 
@@ -151,10 +151,12 @@ def report_stop(guard: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     stop, stages = stop_and_stages(plan, run_dir, verdict is not None, None, {}, None, None,
                                    interrupted=signal_name, stage=stage)
     how = "was interrupted (%s)" % interrupted["signal"] if interrupted.get("signal") else signal_name
-    cause = "the controller (ansible-playbook, pid %s) %s in %s; the nodes stop their jobs themselves within the " \
-        "lease timeout" % (guard.get("controller_pid"), how, stage)
+    cause = "the controller (ansible-playbook, pid %s) %s in %s; %s" % (
+        guard.get("controller_pid"), how, stage, how_nodes_stop(stage))
     stop = dict(stop or {}, cause=cause)
-    return reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    written = reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    _room.release_all(run_dir)
+    return written
 
 
 def main(argv: Sequence[str]) -> int:
@@ -169,3 +171,12 @@ def main(argv: Sequence[str]) -> int:
         mark(str(guard["run_dir"]), str(guard["plan"].get("run_id") or "run"), REPORTED_FILE,
              {"time": time.time(), "by": "guard"})
     return 0
+
+
+def how_nodes_stop(stage: str) -> str:
+    """What stops the nodes' jobs now: the lease once the gang start came; before it (the containers starting),
+    a container waits for the gang start until the gang timeout."""
+    if stage in ("node preparation", "container start"):
+        return ("a container that started waits for the gang start until its gang timeout (train_gang_timeout), "
+                "then stops itself; a teardown stops it now")
+    return "the nodes stop their jobs themselves within the lease timeout"

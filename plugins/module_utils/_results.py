@@ -131,7 +131,8 @@ def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Opti
     elif len(lines) == 1:
         cause = lines[0]
     elif culprits:
-        cause = "%d node(s) stopped the run: %s" % (len(culprits), compact_hosts(culprits, 200))
+        cause = busy_cause(culprits, own) or "%d node(s) stopped the run: %s" % (len(culprits),
+                                                                                 compact_hosts(culprits, 200))
     else:
         cause = (reason or "").strip() or "the run ended before its verdict"
         if ECHO.search(cause):
@@ -139,6 +140,26 @@ def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Opti
     never = [h for h in planned if h not in set(started)]
     return {"stage": where or "an unknown stage", "cause": cause, "hosts": culprits, "never_started": never,
             "lines": lines, "interrupted": interrupted}
+
+
+# The busy check's line (``_runlock.busy_detail``): `node3 is busy with run <id> (started ...): ...`.
+BUSY = re.compile(r"\bis busy with run (\S+?)(?: \(|: )")
+TEARDOWN_ADVICE = re.compile(r"Stop it with (`[^`]+`)")
+
+
+def busy_cause(culprits: Sequence[str], own: Mapping[str, Mapping[str, str]]) -> Optional[str]:
+    """Every node that stopped the run is busy with another run: said as such, with the runs that hold them
+    and how to free them (``2 nodes are busy with run R: node[3-4]; stop it with `...```)."""
+    found = [BUSY.search(own[h]["msg"]) if h in own else None for h in culprits]
+    if len(culprits) < 2 or not all(found):
+        return None
+    runs = sorted({match.group(1) for match in found if match})
+    advice = TEARDOWN_ADVICE.search(own[culprits[0]]["msg"]) if len(runs) == 1 else None
+    return "%d nodes are busy with run%s %s: %s%s" % (
+        len(culprits), "s" * (len(runs) > 1), ", ".join(runs), compact_hosts(list(culprits), 200),
+        "; stop it with %s, or replace it with -e training_takeover=true" % advice.group(1) if advice else
+        "; stop each with the teardown of its run id (clusterval.training.teardown -e training_run_id=<run id>), "
+        "or replace them with -e training_takeover=true")
 
 
 def names(text: str, host: str) -> bool:

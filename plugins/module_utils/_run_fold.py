@@ -329,8 +329,10 @@ def went_silent(host: str, state: Mapping[str, Any], states: Mapping[str, Mappin
 
 
 def silence_record(state: Mapping[str, Any]) -> Dict[str, Any]:
+    """A node gone silent is "node lost" in every output, from the watch's first word to the verdict; what a
+    direct look found (unreachable over SSH) is its text."""
     last = state.get("last_record_time")
-    return {"class": "unreachable" if state.get("ssh_unreachable") else LOST,
+    return {"class": LOST,
             "text": state.get("msg") or "no status from the node", "lineno": None, "step": state.get("last_step"),
             "time": last if isinstance(last, (int, float)) else None, "first_seen": state.get("last_record_at"),
             "consequence": False, "evidence": "silence"}
@@ -382,7 +384,7 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
                               "stopped_at": {h: nodes[h].get("last_step") for h, dummy in ordered}}
     if not ordered:
         return result
-    run_cause = cause_of_run(nodes, run or {}, ordered)
+    run_cause = cause_of_run(nodes, run or {}, ordered) or deadline_cause(nodes, run or {}, ordered)
     primary = [item for item in ordered if not item[1].get("consequence") and not item[1].get("ending")]
     if run_cause is not None and not any(c.get("evidence") != "silence" and c["at"] < run_cause["since"]
                                          for dummy, c in primary):
@@ -441,6 +443,26 @@ def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
                 "text": "the lease lapsed on every node at once: the controller stopped renewing it (it was paused, "
                         "cut off or killed); every node's supervisor stopped its job, as it must"}
     return None
+
+
+def deadline_cause(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],
+                   ordered: List[Tuple[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    """The run's deadline passed: a limit of the run, not a failure of a node (the nodes the watch stopped after
+    it are its consequence): ``300 s passed at step 957 of 999 on every node``."""
+    reached = [h for h, dummy in ordered if nodes[h].get("reason") == "deadline"]
+    if not reached or any(nodes[h].get("reason") not in ("deadline",) + STOPPED_BY_WATCH for h, dummy in ordered):
+        return None
+    limits = run.get("limits") or {}
+    seconds = limits.get("deadline")
+    steps = sorted({nodes[h].get("last_step") for h in reached}, key=lambda s: (s is None, s))
+    where = "before the first step" if steps == [None] else "at step%s %s" % (
+        "s" * (len(steps) > 1), ", ".join("none" if s is None else str(s) for s in steps))
+    final = " of %s" % limits["final_step"] if limits.get("final_step") is not None and steps != [None] else ""
+    on = "every node" if len(reached) == len(nodes) else ", ".join(sorted(reached, key=natural_key))
+    what = "%.0f s passed" % seconds if isinstance(seconds, (int, float)) else "the run's deadline passed"
+    return {"class": "deadline", "time": None, "since": math.inf,
+            "text": "%s %s%s on %s" % (what, where, final, on),
+            "evidence": {h: evidence_of(nodes[h]) for h, dummy in ordered}}
 
 
 def common_cause(nodes: Mapping[str, Mapping[str, Any]],

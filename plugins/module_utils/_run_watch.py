@@ -10,11 +10,12 @@ A node's steps go to ``steps/<host>.jsonl`` as they come, so a poll's cost does 
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
     abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
@@ -72,7 +73,8 @@ class ClusterWatch:
         memory = read_json(os.path.join(directory, RUN_FILE))
         if not isinstance(memory, dict) or memory.get("controller") != controller:
             memory = {"started_at": now, "renewal": 0, "controller": controller, "last_poll_at": None,
-                      "events": [], "states": {h: fresh_state(plan, h, now) for h in hosts}}
+                      "limits": {"deadline": limits.deadline, "final_step": int(plan["final_step"])}, "events": [],
+                      "states": {h: fresh_state(plan, h, now) for h in hosts}}
         return cls(plan, hosts, directory, limits, cluster, lease_timeout, memory)
 
     def watched(self) -> List[str]:
@@ -131,7 +133,7 @@ class ClusterWatch:
         """The node that reads the shared directory for everyone cannot: unreachable, it is named."""
         state = self.states.get(reader)
         how = "unreachable" if read.get("unreachable") else "could not read the status directory"
-        msg = f"{reader}: {how} during the run: {read.get('msg', '')}"
+        msg = f"{reader}: {how} during the run: {one_line(read.get('msg', ''))}"
         if state is not None and not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
             apply_decision(state, Decision.failure("unreachable", msg), now)
@@ -238,14 +240,19 @@ def with_direct_look(state: State, direct: Mapping[str, Any]) -> State:
     before = state.get("msg") or state["host"]
     if direct.get("unreachable"):
         merged.update(ssh_unreachable=True, msg="%s; the controller cannot reach it either: %s"
-                      % (before, direct.get("msg", "")))
+                      % (before, one_line(direct.get("msg", ""))))
     elif direct.get("reason") == "exit":
         container = direct.get("container") or {}
         exit_code = direct.get("exit_code") if direct.get("exit_code") is not None else container.get("exit_code")
-        merged.update(reason="exit", exit_code=exit_code, msg="%s (%s)" % (direct.get("msg"), before))
+        merged.update(reason="exit", exit_code=exit_code, msg="%s (%s)" % (one_line(direct.get("msg")), before))
     elif direct.get("failed"):
-        merged.update(msg="%s; a direct look found: %s" % (before, direct.get("msg")))
+        merged.update(msg="%s; a direct look found: %s" % (before, one_line(direct.get("msg"))))
     return merged
+
+
+def one_line(text: Any) -> str:
+    """SSH's error text on one line: the verdict is one line."""
+    return " ".join(str(text or "").split())
 
 
 def conclude(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
@@ -254,7 +261,12 @@ def conclude(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
     memory = read_json(os.path.join(directory, RUN_FILE)) or {}
     states = load_states(directory, hosts)
     analysis = analyse(states, memory)
-    save_outcome(directory, analysis, memory.get("events") or [])
+    try:
+        save_outcome(directory, analysis, memory.get("events") or [])
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _room.release(run_dir, "verdict"):
+            raise
+        save_outcome(directory, analysis, memory.get("events") or [])
     return dict(analysis, states=states)
 
 

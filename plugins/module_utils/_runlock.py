@@ -8,7 +8,9 @@ fails when the lock exists, also on NFS) and released by teardown. A node is bus
 container of another run carries the collection's labels and runs, or when another run's lock is
 there and that run still has a container or took the lock less than ``stale_after_s`` ago (a run
 in preflight or node preparation has no container yet). A lock whose run has no container left
-and is older than that is stale: it is taken over, with a warning.
+and is older than that is stale: it is taken over, with a warning. So is a lock whose run's containers have all
+exited and whose lease lapsed (an interrupted run: its supervisors stopped their jobs; only a teardown would
+remove the exited containers).
 
 Taking the lock also records the run in the node's run index (``~/.cache/clusterval/runs/<run id>@<node>.json``,
 ``{run_dir, data_cache_dir, cluster}``; keyed by node because home directories are often shared): a teardown given
@@ -38,6 +40,8 @@ MARKER_PREFIX = ".clusterval-preflight-"
 LEASE_NAME = "lease"
 DOCKER_TIMEOUT_S = 10.0
 RUN_INDEX_DIR = "~/.cache/clusterval/runs"
+# The supervisor's config in the node run dir (``_run_ship.supervisor_files``): its lease files and timeout.
+SUPERVISOR_CONFIG = "supervisor/config.json"
 
 
 def run_root(run_dir: str) -> str:
@@ -188,10 +192,11 @@ def labelled(containers: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def occupancy(own_run_id: str, lock: Optional[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]],
-              stale_after_s: float) -> Dict[str, Any]:
+              stale_after_s: float, lapsed: Optional[str] = None) -> Dict[str, Any]:
     """Whether another run holds the node: {busy, stale, run_id, controller, started_at, containers, reason}.
 
-    `containers` are `labelled()` items; `lock` is `read_lock()`'s answer."""
+    `containers` are `labelled()` items; `lock` is `read_lock()`'s answer; `lapsed`: how the lock's run's lease
+    lapsed on this node (`lease_lapsed`), None while it is renewed or not known."""
     others = [c for c in containers if c["run_id"] != own_run_id]
     running = [c for c in others if c["state"] in ("running", "restarting", "paused", "created")]
     other_lock = lock if lock is not None and lock.get("run_id") != own_run_id else None
@@ -206,6 +211,9 @@ def occupancy(own_run_id: str, lock: Optional[Mapping[str, Any]], containers: Se
             "are" if len(answer["containers"]) > 1 else "is"))
     if other_lock is None:
         return answer
+    if answer["containers"] and lapsed:
+        return dict(answer, stale=True, reason="its container%s %s exited and %s" % (
+            "s" * (len(answer["containers"]) > 1), ", ".join(answer["containers"]), lapsed))
     if answer["containers"]:
         return dict(answer, busy=True, reason="it holds the lock and its containers %s are still there"
                     % ", ".join(answer["containers"]))
@@ -215,6 +223,35 @@ def occupancy(own_run_id: str, lock: Optional[Mapping[str, Any]], containers: Se
                     % (int(other_lock.get("age_s", 0.0)), int(stale_after_s)))
     return dict(answer, stale=True, reason="its lock is %ds old and none of its containers is left"
                 % int(other_lock.get("age_s", 0.0)))
+
+
+def lease_lapsed(lock: Optional[Mapping[str, Any]], containers: Sequence[Mapping[str, Any]],
+                 now: Optional[float] = None) -> Optional[str]:
+    """How the lease of the lock's run lapsed, from its supervisor's config on the node (its lease files and
+    timeout): ``its lease was last renewed 130 s ago (lease timeout 120 s)``; None while a lease file was renewed
+    within the timeout, or when the config or the lease files are gone."""
+    run_dirs = sorted({c["run_dir"] for c in containers if lock and c["run_id"] == lock.get("run_id") and c["run_dir"]})
+    for run_dir in run_dirs:
+        try:
+            config = _atomic.read_json(os.path.join(run_dir, SUPERVISOR_CONFIG))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(config, dict) or not isinstance(config.get("lease_timeout"), (int, float)):
+            continue
+        renewed = [mtime for mtime in (modified_at(p) for p in config.get("lease_paths") or []) if mtime is not None]
+        if not renewed:
+            continue
+        quiet = (time.time() if now is None else now) - max(renewed)
+        if quiet > float(config["lease_timeout"]):
+            return "its lease was last renewed %d s ago (lease timeout %d s)" % (quiet, config["lease_timeout"])
+    return None
+
+
+def modified_at(path: Any) -> Optional[float]:
+    try:
+        return os.stat(str(path)).st_mtime
+    except OSError:
+        return None
 
 
 def busy_detail(node: str, state: Mapping[str, Any]) -> str:
@@ -251,7 +288,7 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
         return {"check": _check(False, "cannot list the node's containers at %s: %s" % (socket_path, exc)),
                 "took_over": None}
     lock = read_lock(path)
-    state = occupancy(run_id, lock, containers, stale_after_s)
+    state = occupancy(run_id, lock, containers, stale_after_s, lease_lapsed(lock, containers))
     if state["busy"] and not takeover:
         return {"check": _check(False, busy_detail(node, state)), "took_over": None}
     replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)

@@ -590,6 +590,8 @@ def main():
     reachable = not (module.params["docker_socket"] and _probe.docker_access(module.params["docker_socket"]))
     claimed = (claim_node(module.params, node) if reachable else None) or {"check": None, "took_over": None}
     claim_checks = [claimed["check"]] if claimed["check"] else []
+    if claimed["check"] and claimed["check"]["ok"] and claimed["check"]["detail"].startswith("WARNING: "):
+        module.warn("%s: %s" % (node, claimed["check"]["detail"][len("WARNING: "):]))
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
     marker_first = marker_checks(marker) if marker["mode"] in ("write", "remove") else []

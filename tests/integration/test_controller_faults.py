@@ -9,13 +9,15 @@ import html
 import json
 import re
 import subprocess
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from test_safety import teardown
-from test_train_e2e import JAX_MULTI, assert_no_training_container, run_train
+from test_train_e2e import JAX_MULTI, assert_no_training_container, run_train, training_underway
 
 pytestmark = pytest.mark.cluster
 
@@ -47,9 +49,9 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "--lazy", str(point)], check=False)
 
 
-def train(simcluster, nodes, run_dir: Path, run_id: str | None = None) -> subprocess.CompletedProcess:
-    more = {"training_run_id": run_id} if run_id else None
-    proc = run_train(simcluster, JAX_MULTI, run_dir, nodes, more_vars=more)
+def train(simcluster, nodes, run_dir: Path, run_id: str | None = None, **more) -> subprocess.CompletedProcess:
+    more = dict(more, training_run_id=run_id) if run_id else more
+    proc = run_train(simcluster, JAX_MULTI, run_dir, nodes, more_vars=more or None)
     Path(str(run_dir.parent) + "-ansible.out").write_text(proc.stdout + proc.stderr)
     return proc
 
@@ -126,4 +128,53 @@ def test_training_that_passed_keeps_its_verdict_beside_the_controllers_fault_and
     assert_no_temporary_file(run_dir)
     kept = sorted(p.name for p in run_dir.glob("logs/*/*"))
     assert all(name in ("training.log", "training.log.partial") for name in kept), kept
+    assert_nodes_clean(simcluster, nodes)
+
+
+def fill_once_training_is_underway(disk: Path, run_dir: Path, done: threading.Event) -> None:
+    """Another process fills the controller's disk while the nodes train."""
+    while not done.is_set() and not training_underway(run_dir):
+        time.sleep(0.5)
+    if done.is_set():
+        return
+    with open(disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(bytes(1 << 16))
+                filler.flush()
+        except OSError:
+            pass
+
+
+def test_a_disk_that_fills_during_the_run_keeps_results_json_and_the_verdict_the_nodes_earned(
+        simcluster, nodes, tiny_disk):
+    """The room kept for the watch and for results.json: the training completed on every node is judged PASS
+    beside the controller's fault, never reported as stopped before the verdict with nothing kept."""
+    run_id = "20261129T000000Z-c32a00-disk-fills"
+    for node in nodes:  # 3 MiB of earlier output in each log: more than any room, so their copies cannot fit
+        simcluster.ssh(node, "mkdir -p /tmp/clusterval-logs/clusterval/%s && yes 'clusterval test: simulated "
+                             "earlier output of this run, padding the log to 3 MiB' | head -c 3145728 "
+                             "> /tmp/clusterval-logs/clusterval/%s/training.log" % (run_id, run_id))
+    disk = tiny_disk("48m")
+    run_dir = disk / "run"
+    done = threading.Event()
+    filler = threading.Thread(target=fill_once_training_is_underway, args=(disk, run_dir, done), daemon=True)
+    filler.start()
+    try:
+        proc = train(simcluster, nodes, run_dir, run_id, training_iterations=40)
+    finally:
+        done.set()
+        filler.join()
+    assert (disk / "filler").exists(), "the disk was filled while the nodes trained"
+    headline = verdict_line(proc.stdout)
+    assert proc.returncode != 0
+    assert headline.startswith("FAIL: " + FAULT % run_dir), headline
+    assert "stopped before the verdict" not in headline and "; the training itself: PASS" in headline, headline
+    assert "not collected" in headline, headline
+    assert_no_node_blamed(proc.stdout, headline, nodes)
+    document = json.loads((run_dir / "results.json").read_text())
+    assert document["verdict"] == "FAIL" and document["headline"] == headline
+    assert all(c["status"] != "fail" for c in document["checks"]), "every check of the training passed"
+    assert not list(run_dir.glob(".clusterval-room-*")), "the rooms are released once the reports are written"
+    assert_no_temporary_file(run_dir)
     assert_nodes_clean(simcluster, nodes)

@@ -8,6 +8,7 @@ simulated inventory plus the supervisor's stop grace and a margin.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -83,4 +84,41 @@ def test_every_job_stops_within_the_lease_timeout_when_the_controller_goes(simcl
     cleanup = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
                               "-e", "training_hosts=" + ":".join(nodes)], cwd=REPO, env=env, capture_output=True,
                              text=True, timeout=300, check=False)
+    assert cleanup.returncode == 0, cleanup.stdout[-2000:]
+
+
+def test_a_run_after_ctrl_c_on_the_same_nodes_starts_without_a_manual_teardown(simcluster, nodes, tmp_path):
+    """After Ctrl-C the supervisors stop their jobs when the lease lapses; the next run finds the interrupted
+    run's containers exited and its lease lapsed, takes its lock as stale, says so, and trains."""
+    first_dir, second_dir = tmp_path / "interrupted", tmp_path / "next"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = train_argv(simcluster, JAX_MULTI, first_dir, nodes, sim_env(HANG_AT_STEP="3", STEP_SECONDS="0.5"),
+                      ["-e", '{"train_hang_timeout": 600}'])
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        guard = time.monotonic() + NEVER_STOPS_S
+        while not training_underway(first_dir):
+            assert time.monotonic() < guard and proc.poll() is None, "the run never got going"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=NEVER_STOPS_S)
+        while running_anywhere(simcluster, nodes):
+            assert time.monotonic() < guard, running_anywhere(simcluster, nodes)
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    interrupted = json.loads((first_dir / "plan.json").read_text())["run_id"]
+    assert all(training_containers(simcluster, node) for node in nodes), "no teardown ran: the containers exited"
+    second = subprocess.run(train_argv(simcluster, JAX_MULTI, second_dir, nodes), cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=NEVER_STOPS_S, check=False)
+    try:
+        assert second.returncode == 0, second.stdout[-3000:]
+        assert f"took over the stale lock of run {interrupted}" in second.stdout, second.stdout[-3000:]
+        assert "its lease was last renewed" in second.stdout
+    finally:
+        cleanup = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory),
+                                  str(REPO / "playbooks" / "teardown.yml"), "-e", "training_hosts=" + ":".join(nodes)],
+                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert cleanup.returncode == 0, cleanup.stdout[-2000:]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -285,6 +286,38 @@ def test_a_busy_refusal_names_the_busy_node(simcluster, four, tmp_path):
         assert four[3] in verdict and "busy" in verdict, verdict
         document = json.loads((tmp_path / "refused" / "results.json").read_text())
         assert four[3] in document["headline"] and "busy" in document["headline"]
+    finally:
+        os.killpg(holder.proc.pid, signal.SIGINT)
+        holder.finish()
+    for run_dir in RUNS:
+        teardown_run(simcluster, four, json.loads((run_dir / "plan.json").read_text())["run_id"])
+    assert_nothing_running(simcluster, four)
+
+
+def test_a_run_that_reaches_its_deadline_is_reported_as_the_deadline_on_every_node(simcluster, four, tmp_path):
+    """The deadline is the run's cause, said with where the nodes were; no hunt for a node (no isolate)."""
+    run = Run(simcluster, tmp_path, four, more_vars={"train_deadline": 30, "train_hang_timeout": 60})
+    run.finish()
+    assert_no_node_named(simcluster, four, run, "VERDICT: FAIL: deadline: 30 s passed at step")
+    assert re.fullmatch(r"VERDICT: FAIL: deadline: 30 s passed at steps? [\d, ]+ of \d+ on every node( \(SIMULATED\))?",
+                        run.verdict()), run.verdict()
+    assert "isolate" not in run.output()
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["run_cause"]["class"] == "deadline" and "advice" not in document
+
+
+def test_two_busy_nodes_are_named_busy_with_the_run_that_holds_them(simcluster, four, tmp_path):
+    holder = Run(simcluster, tmp_path / "holder", four[2:4])
+    holder.wait_training()
+    refused = Run(simcluster, tmp_path / "refused", four)
+    refused.finish()
+    try:
+        holder_id = json.loads((tmp_path / "holder" / "plan.json").read_text())["run_id"]
+        verdict = refused.verdict()
+        assert refused.proc.returncode != 0
+        assert f"2 nodes are busy with run {holder_id}: node[3-4]; stop it with `ansible-playbook" in verdict, verdict
+        document = json.loads((tmp_path / "refused" / "results.json").read_text())
+        assert document["headline"] in verdict
     finally:
         os.killpg(holder.proc.pid, signal.SIGINT)
         holder.finish()

@@ -38,3 +38,9 @@ def test_a_cluster_slow_as_a_whole_recommends_it_too_and_the_console_keeps_the_c
 def test_a_named_culprit_needs_no_isolation():
     assert next_step(dict(HANG, culprit={"host": "node2"}), PLAN, {}) is None
     assert next_step(dict(SLOW, checks=SLOW["checks"][:1]), PLAN, {}) is None
+
+
+def test_a_deadline_is_the_runs_cause_with_no_hunt_for_a_node():
+    deadline = {"verdict": "FAIL", "culprit": None, "checks": [],
+                "run_cause": {"class": "deadline", "text": "300 s passed at step 957 of 999 on every node"}}
+    assert next_step(deadline, PLAN, {"inventory_file": "/inv/hosts.yml"}) is None

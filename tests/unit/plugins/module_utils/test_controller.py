@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _controller, _report
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _controller, _report, _room
 
 PLAN = {"run_id": "r1", "config_name": "c", "framework": "maxtext", "model": "llama3.1-70b", "gpu_arch": "mi300x",
         "mode": "multi_node", "final_step": 11, "total_steps": 12, "warmup_steps": 3, "simulated": True}
@@ -153,3 +153,18 @@ def test_the_same_fault_from_several_places_is_one_line():
                                 _controller.run_dir_fault("/r", "No space left on device")])
     assert lines == ["controller: cannot write the run directory /r: No space left on device (training log of "
                      "node1 not collected)"]
+
+
+def test_a_disk_that_filled_during_the_run_still_keeps_results_json_in_the_room_kept_for_it(tmp_path, monkeypatch):
+    """No older report to make room: the room kept since the containers started is released for results.json."""
+    assert _room.reserve(str(tmp_path)) == ["watch", "verdict", "results"]
+    used = sum(p.stat().st_size for p in tmp_path.iterdir())
+    Disk(monkeypatch, tmp_path, used + 200)  # full: room for nothing more
+    document = _controller.with_faults(_report.results_document(dict(PASS, run_dir=str(tmp_path)), "t0"), [], [],
+                                       False)
+    written = _report.write_reports(str(tmp_path), document)
+    assert json.loads((tmp_path / "results.json").read_text())["headline"] == PASS["headline"]
+    assert "results.json" in written and not os.path.exists(_room.room_path(str(tmp_path), "results"))
+    assert os.path.exists(_room.room_path(str(tmp_path), "watch")), "the watch's room is the watch's"
+    _room.release_all(str(tmp_path))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".clusterval-room")]

@@ -335,7 +335,7 @@ def test_the_node_the_controller_cannot_reach_is_named_when_it_reaches_the_other
         state.update(done=True, failed=True, reason="hang", last_step=6, msg=f"{host}: hang")
     states["node2"].update(ssh_unreachable=True, msg="node2: hang; the controller cannot reach it either: timed out")
     analysis = _run_fold.analyse(states)
-    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "unreachable"
+    assert analysis["culprit"]["host"] == "node2" and analysis["culprit"]["class"] == "node lost"
     assert sorted(analysis["consequences"]) == ["node1", "node3"]
 
 
@@ -397,3 +397,34 @@ def test_what_the_nodes_show_after_the_controller_went_away_is_not_a_nodes_failu
     states["node2"].update(errors=[{"class": "gpu", "text": "HW Exception by GPU node 2", "lineno": 7,
                                     "time": T0 + 5, "consequence": False}], reason="error")
     assert _run_fold.analyse(states, run)["culprit"]["host"] == "node2"
+
+
+def test_a_run_that_reaches_its_deadline_is_the_runs_cause_not_a_hunt_for_a_node():
+    """Every node still training when the deadline passes: the deadline is the cause, with where each stopped."""
+    limits = Limits(hang_timeout=60.0, startup_timeout=300.0, deadline=30.0)
+    states = states_of(["node1", "node2", "node3", "node4"])
+    for host, state in states.items():
+        feed(state, training(T0 + 40, steps_every=5.0, last=999), T0 + 31)
+        decision = _run_fold.decide_cluster_node(state, node(int(host[-1])), 999, limits, CLUSTER, None, T0 + 31)
+        _run_records.apply_decision(state, decision, T0 + 31)
+    assert {s["reason"] for s in states.values()} == {"deadline"}
+    analysis = _run_fold.analyse(states, {"limits": {"deadline": 30.0, "final_step": 999}, "events": []})
+    assert analysis["culprit"] is None and analysis["run_cause"]["class"] == "deadline"
+    assert _run_fold.failure_headline(analysis) == "FAIL: deadline: 30 s passed at step 7 of 999 on every node"
+
+
+def test_a_deadline_reached_by_the_supervisors_names_the_nodes_it_stopped_and_the_rest_as_stopped_after_it():
+    states = lease_stopped(["node1", "node2", "node3"], step_no=957)
+    for host in ("node1", "node2"):
+        states[host].update(reason="deadline", exit_reason="deadline",
+                            msg="%s: the node's supervisor stopped the job at step 957: the run's deadline passed" % host)
+    analysis = _run_fold.analyse(states)
+    assert analysis["culprit"] is None
+    assert analysis["run_cause"]["text"] == "the run's deadline passed at step 957 on node1, node2"
+
+
+def test_a_crash_before_the_deadline_is_still_the_nodes_own():
+    states = lease_stopped(["node1", "node2"], step_no=9)
+    states["node1"].update(reason="deadline", exit_reason="deadline")
+    states["node2"].update(reason="exit", exit_reason="exit", exit_code=1, exit_time=T0 + 5)
+    assert _run_fold.analyse(states)["culprit"]["host"] == "node2"

@@ -1,7 +1,7 @@
 """The run watch's procedure: each poll loads what the previous one saved, folds, decides and saves again."""
 import json
 
-from ansible_collections.clusterval.training.plugins.module_utils import _run_watch
+from ansible_collections.clusterval.training.plugins.module_utils import _run_fold, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import ClusterLimits, Limits
 
 T0 = 2_000_000.0
@@ -76,7 +76,7 @@ def test_the_reader_unreachable_is_named(tmp_path):
     answer = watch(tmp_path, T0).poll({"unreachable": True, "msg": "ssh: connect to host n1: No route to host"},
                                       "n1", T0 + 1)
     assert answer["failures"][0]["host"] == "n1"
-    assert answer["culprit"]["host"] == "n1" and answer["culprit"]["class"] == "unreachable"
+    assert answer["culprit"]["host"] == "n1" and answer["culprit"]["class"] == "node lost"
 
 
 def test_conclude_adds_the_direct_looks_and_decides_once(tmp_path):
@@ -89,7 +89,8 @@ def test_conclude_adds_the_direct_looks_and_decides_once(tmp_path):
     _run_watch.write_json_atomically(f"{directory}/direct/n2.json",
                                      {"unreachable": True, "failed": True, "msg": "n2: unreachable over SSH"})
     outcome = _run_watch.conclude(str(tmp_path), "r1", ["n1", "n2"])
-    assert outcome["culprit"]["host"] == "n2" and outcome["culprit"]["class"] == "unreachable"
+    assert outcome["culprit"]["host"] == "n2" and outcome["culprit"]["class"] == "node lost"
+    assert _run_fold.failure_headline(outcome).startswith("FAIL: n2 node lost"), "one word, from the watch on"
     assert _run_watch.load_outcome(str(tmp_path), "r1")["culprit"]["host"] == "n2"
 
 
@@ -125,3 +126,10 @@ def test_a_steps_file_that_cannot_be_written_names_itself(tmp_path):
         assert exc.filename == f"{directory}/steps/n1.jsonl"
     else:
         raise AssertionError("the write into a directory went through")
+
+
+def test_the_reader_unreachable_is_said_on_one_line_whatever_ssh_wrote(tmp_path):
+    answer = watch(tmp_path, T0).poll({"unreachable": True, "msg": "Failed to connect to the host via ssh:\n"
+                                       "ssh: connect to host n1 port 22:\r\n  No route to host"}, "n1", T0 + 1)
+    assert "\n" not in answer["msg"] and "\r" not in answer["msg"]
+    assert answer["msg"].endswith("ssh: connect to host n1 port 22: No route to host")

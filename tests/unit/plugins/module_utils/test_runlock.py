@@ -190,3 +190,33 @@ def test_same_cluster(here, named, ours):
 def test_an_entry_without_identity_is_only_cleared_by_its_run_id():
     assert not _runlock.same_cluster({}, A, named=False)
     assert _runlock.same_cluster({}, A, named=True)
+
+
+def supervised(tmp_path, run_id, renewed_ago, timeout=20):
+    """An exited container of `run_id` whose supervisor's config names a lease last renewed `renewed_ago` s ago."""
+    run_dir = tmp_path / run_id
+    (run_dir / "supervisor").mkdir(parents=True)
+    lease = tmp_path / ("lease-" + run_id)
+    lease.write_text('{"renewal": 9, "go": true}')
+    os.utime(lease, (1000.0 - renewed_ago, 1000.0 - renewed_ago))
+    (run_dir / "supervisor" / "config.json").write_text(json.dumps({"lease_paths": [str(lease)],
+                                                                    "lease_timeout": timeout}))
+    return dict(container(run_id, state="exited"), run_dir=str(run_dir))
+
+
+def test_a_lock_whose_containers_exited_and_whose_lease_lapsed_is_stale(tmp_path):
+    exited = [supervised(tmp_path, "r1", renewed_ago=45)]
+    lapsed = _runlock.lease_lapsed(old_lock("r1", 60), exited, now=1000.0)
+    assert lapsed == "its lease was last renewed 45 s ago (lease timeout 20 s)"
+    state = _runlock.occupancy("r2", old_lock("r1", 60), exited, 1800, lapsed)
+    assert state["stale"] and not state["busy"]
+    assert state["reason"] == "its container c-r1 exited and its lease was last renewed 45 s ago (lease timeout 20 s)"
+
+
+def test_a_lock_whose_containers_exited_while_its_lease_is_renewed_is_held(tmp_path):
+    exited = [supervised(tmp_path, "r1", renewed_ago=5)]
+    assert _runlock.lease_lapsed(old_lock("r1", 60), exited, now=1000.0) is None
+    assert _runlock.lease_lapsed(old_lock("r1", 60), [container("r1", state="exited")], now=1000.0) is None, \
+        "no supervisor config: the lease is not known to have lapsed"
+    assert _runlock.lease_lapsed(old_lock("r0", 60), [supervised(tmp_path, "r3", 45)], now=1000.0) is None, \
+        "only the lock's own run counts"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _console, _report_guard, _results, _runlock
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 
 REPO = Path(__file__).resolve().parents[4]
@@ -189,6 +189,8 @@ def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tm
     if interrupted:
         assert document["headline"].startswith("FAIL: stopped in container start: the controller (ansible-playbook, "
                                                "pid %d) was interrupted (SIGINT)" % controller.pid)
+        assert "waits for the gang start until its gang timeout (train_gang_timeout)" in document["headline"], \
+            "before the gang start the lease does not stop a container: the message says what does"
     else:
         assert "ended without its reports: killed, or lost" in document["headline"]
     assert sorted(os.listdir(tmp_path)) == ["junit.xml", "report.html", "results.json", "watch"]
@@ -228,3 +230,27 @@ def test_a_task_prints_its_own_lines_only_beside_a_stdout_that_people_read():
     assert _console.human_stdout("community.general.yaml") and _console.human_stdout("")
     assert not _console.human_stdout("json") and not _console.human_stdout("ansible.builtin.json")
     assert not _console.human_stdout("ansible.posix.jsonl")
+
+
+def busy_line(host, run_id):
+    return {"task": "Preflight | Verdict", "reached": "", "msg": "preflight failed on %s: busy: %s" % (
+        host, _runlock.busy_detail(host, {"run_id": run_id, "started_at": "2026-11-29T02:00:00Z",
+                                          "controller": "alice@ctl", "reason": "its container c is running"}))}
+
+
+def test_two_busy_nodes_are_named_busy_with_the_run_that_holds_them():
+    hosts = dict(echoes(["node1", "node2"]), node3=busy_line("node3", "R1"), node4=busy_line("node4", "R1"))
+    stop = _results.stop_section(PLAN, hosts, None, ECHO)
+    assert stop["cause"] == ("2 nodes are busy with run R1: node[3-4]; stop it with `ansible-playbook -i <inventory> "
+                             "clusterval.training.teardown -e training_run_id=R1`, or replace it with "
+                             "-e training_takeover=true")
+    hosts["node4"] = busy_line("node4", "R2")
+    assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"].startswith(
+        "2 nodes are busy with runs R1, R2: node[3-4]; stop each with the teardown of its run id")
+    hosts["node4"] = {"task": "Preflight | Verdict", "msg": "preflight failed on node4: gpus: 7 of 8", "reached": ""}
+    assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"] == "2 node(s) stopped the run: node[3-4]"
+
+
+def test_how_the_nodes_stop_depends_on_whether_the_gang_start_came():
+    assert _report_guard.how_nodes_stop("training") == "the nodes stop their jobs themselves within the lease timeout"
+    assert "gang timeout" in _report_guard.how_nodes_stop("container start")
