@@ -10,6 +10,7 @@ in an image without starting anything: a container is created, its filesystem as
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -23,10 +24,14 @@ REQUEST_TIMEOUT_S = 60.0
 LOG_TAIL_BYTES = 1 << 20
 
 
-def fabric_spec(spec: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str]) -> Dict[str, Any]:
+def fabric_spec(spec: Mapping[str, Any], argv: Sequence[str], env: Mapping[str, str],
+                exists: Callable[[str], bool] = os.path.exists) -> Dict[str, Any]:
     """The training container's spec for one benchmark: its own name, the benchmark as the command, the rank's
-    environment over the plan's, no HF token (the gate reads none)."""
+    environment over the plan's, no HF token (the gate reads none), and only the volumes whose host path the node
+    has. The run's own directories do not exist yet when the gate runs, and Docker would create a missing one as
+    root, where the run's user then could not write (the RDMA libraries the gate needs are there)."""
     fabric = dict(spec)
+    fabric["volumes"] = [bind for bind in spec.get("volumes") or [] if exists(str(bind).split(":", 1)[0])]
     fabric["name"] = "%s-fabric" % spec["name"]
     fabric["command"] = [str(a) for a in argv]
     fabric["env"] = dict(spec.get("env") or {}, **env)

@@ -144,7 +144,10 @@ def test_takeover_replaces_the_running_job_and_says_so(simcluster, nodes, tmp_pa
 
 
 def test_a_busy_coordinator_port_is_refused_naming_node_port_and_holder(simcluster, nodes, tmp_path):
-    listener = subprocess.Popen([str(SIMCLUSTER), "exec", nodes[0], "--", "python3", "-c",
+    # The holder is a process of the nodes' user (a job left running): the user sees its own processes, never
+    # another user's (/proc/PID/fd), so it can name this one.
+    listener = subprocess.Popen([str(SIMCLUSTER), "exec", nodes[0], "--", "runuser", "-u", simcluster.user, "--",
+                                 "python3", "-c",
                                  "import socket,time; s=socket.socket(); s.bind(('0.0.0.0', %d)); s.listen(); "
                                  "time.sleep(300)" % PORT])
     try:

@@ -29,6 +29,7 @@ def test_the_gates_container_is_the_training_containers_with_the_plans_network_s
     argv = _fabric.substitute(DEFAULTS[0]["command"], group, 8)
     fabric = _fabric_container.fabric_spec(spec, argv, _fabric.rank_env(group, "node1", 29650, 60))
     assert fabric["name"] == "clusterval-r1-fabric" and fabric["command"][-2:] == ["-g", "8"]
+    assert fabric["volumes"] == [], "the node has none of the plan's host paths: Docker would make them as root"
     assert fabric["env"]["NCCL_IB_HCA"] == "bnxt_re0,bnxt_re1" and fabric["env"]["NCCL_IB_GID_INDEX"] == "3"
     assert fabric["env"]["NCCL_SOCKET_IFNAME"] == "ens51np0" and fabric["env"]["CLUSTERVAL_FABRIC_NRANKS"] == "2"
     # teardown finds it by the run's labels
@@ -111,3 +112,10 @@ def test_on_the_hosts_a_launcher_and_the_binary_it_is_given_are_looked_for(tmp_p
     assert found == {"missing": ["mpirun-not-installed"], "where": "the hosts (fabric_launch: first)"}
     reason = _fabric.not_run_reason({h: found for h in HOSTS})
     assert reason == "fabric gate not run: mpirun-not-installed is not in the hosts (fabric_launch: first)"
+
+
+def test_the_gate_mounts_only_what_the_node_has_so_docker_makes_no_directory_of_the_run_as_root():
+    spec = {"name": "clusterval-r1", "volumes": ["/tmp/logs/r1:/tmp/logs/r1", "/lib/libibverbs.d:/etc/libibverbs.d:ro",
+                                                 "/data/cache:/data/cache"]}
+    fabric = _fabric_container.fabric_spec(spec, ["all_reduce_perf"], {}, exists=lambda path: path != "/tmp/logs/r1")
+    assert fabric["volumes"] == ["/lib/libibverbs.d:/etc/libibverbs.d:ro", "/data/cache:/data/cache"]
