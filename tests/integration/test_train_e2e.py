@@ -133,6 +133,9 @@ def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert results(tmp_path)["verdict"] == "PASS"
     # Only the last node prints iteration lines; the first is done when its process exits or the job completes.
     assert "iteration" in (tmp_path / "logs" / nodes[-1] / "training.log").read_text()
+    # The progress line judges only the node that prints steps, and says what the job does before its first.
+    assert f"slow {nodes[0]}" not in proc.stdout
+    assert any(phase in proc.stdout for phase in ("starting", "waiting for the gang", "compiling, first step"))
     assert_no_training_container(simcluster, nodes)
 
 
