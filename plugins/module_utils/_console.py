@@ -303,12 +303,7 @@ def human_stdout(stdout_callback: str) -> bool:
     return str(stdout_callback or "default").rsplit(".", 1)[-1] not in MACHINE_STDOUT
 
 
-def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH,
-                       stdout_callback: str = "default") -> List[str]:
-    """What the watch task prints itself at each poll when the training_report callback is not enabled (an
-    installed collection run with Ansible's defaults): the cluster line, and at the last poll the node failures
-    (the first five). Nothing when the callback prints them."""
-    if REPORT_CALLBACK in callbacks_enabled or not is_cluster_progress(result) or not human_stdout(stdout_callback):
-        return []
-    failures = [failure_line(f, width) for f in (result.get("failures") or [])[:5]] if result.get("done") else []
-    return ["clusterval: " + cluster_line(result, width - 12)] + failures
+def poll_line(result: Mapping[str, Any], host: str, width: int = WIDTH) -> str:
+    """One poll of the watch as one line, the label of its loop item: Ansible's default output prints it
+    (``ok: [node1] => (item=[####------] 4/11 ...)``) where a poll would otherwise read "FAILED - RETRYING"."""
+    return cluster_line(result, width - 24) if is_cluster_progress(result) else node_line(host, result)
