@@ -217,6 +217,7 @@ def test_each_poll_of_the_watch_is_one_progress_line_for_its_loop_label():
     node = _console.poll_line({"host": "node2", "progress": {"step": 3, "final_step": 9}}, "node2")
     assert node.startswith("[node2] step 3/9"), "a per-node result: the node's own line"
 
+
 def test_a_task_prints_its_own_lines_only_beside_a_stdout_that_people_read():
     assert _console.human_stdout("default") and _console.human_stdout("clusterval.training.training_console")
     assert _console.human_stdout("community.general.yaml") and _console.human_stdout("")
