@@ -13,14 +13,12 @@ import os
 import time
 from typing import Any
 
-from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils import _room, _run_direct, _run_fold, _run_watch
-from ansible_collections.clusterval.training.plugins.module_utils._console import own_progress_lines
+from ansible_collections.clusterval.training.plugins.module_utils._console import poll_line
 from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
@@ -116,10 +114,7 @@ class ActionModule(ActionBase):
         read = self._run_module(STATUS_MODULE, module_args, task_vars)
         result.update(watch.poll(read, task_vars.get("inventory_hostname", ""), time.time()),
                       changed=False, state_dir=watch.directory)
-        # Without the training_report callback (Ansible's defaults), the task prints its own progress line.
-        for line in own_progress_lines(result, list(C.CALLBACKS_ENABLED or []),
-                                       stdout_callback=str(C.DEFAULT_STDOUT_CALLBACK)):
-            Display().display(line)
+        result["line"] = poll_line(result, task_vars.get("inventory_hostname", ""))
         return result
 
     def _conclude(self, result: dict[str, Any], plan: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
@@ -167,6 +162,7 @@ class ActionModule(ActionBase):
             return result
         _run_direct.record_poll(watch, state, poll, abort, now)
         result.update(_run_direct.answer(state, watch.final_step, now))
+        result["line"] = poll_line(result, host)
         return result
 
     def _run_module(self, name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:

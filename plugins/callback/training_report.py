@@ -250,6 +250,10 @@ class CallbackModule(CallbackBase):
         if task_action(result).endswith(WATCH):
             self.show_progress(host_name(result), result_data(result))
 
+    # The watch's polls are the items of one loop (roles/train): each is shown as it comes.
+    v2_runner_item_on_ok = v2_runner_retry
+    v2_runner_item_on_failed = v2_runner_retry
+
     def show_progress(self, host: str, data: Dict[str, Any]) -> None:
         if is_cluster_progress(data):
             self.show_cluster_progress(data)

@@ -3,8 +3,8 @@
 """What the terminal shows of a run, made for 80 columns at 2 nodes and at 500.
 
 - ``cluster_line``: one progress line for the whole cluster per poll of the watch (its ``progress``):
-  a bar, the median step of the final one (with the min-max range when nodes differ), the ETA, the
-  median rate, done and failed counts, and as many of the slowest nodes as fit.
+  a bar, the median step of the final one (with the min-max range when nodes differ), the ETA (before the
+  first step, the job's phase), the median rate, done and failed counts, and as many of the slowest nodes as fit.
 - ``node_line``, ``nodes_summary``: the same from watch results of the older per-node shape.
 - ``verdict_lines``: the headline first, the culprit and its cause line, failed checks grouped by check
   and metric with compact node lists, the nodes that stopped as a consequence, then one line for each
@@ -76,8 +76,10 @@ def cluster_line(result: Mapping[str, Any], width: int = WIDTH) -> str:
     counts = "%s/%s done" % (progress.get("done", 0), progress.get("nodes", "?"))
     if progress.get("failed"):
         counts += " %s FAILED" % progress["failed"]
-    eta = "-" if result.get("done") else short_eta(progress.get("eta_s"))
-    line = " ".join([progress_bar(1.0 if result.get("done") else fraction), where, "ETA %s" % eta,
+    eta = "ETA %s" % ("-" if result.get("done") else short_eta(progress.get("eta_s")))
+    if progress.get("phase") and not result.get("done"):
+        eta = str(progress["phase"])              # before the first step: what the job is doing
+    line = " ".join([progress_bar(1.0 if result.get("done") else fraction), where, eta,
                      "%s %s" % (number(rate), rate_unit(progress.get("rate_metric"))), counts])
     return line + slowest_part(progress.get("slowest") or [], median, width - len(line))
 
@@ -301,12 +303,7 @@ def human_stdout(stdout_callback: str) -> bool:
     return str(stdout_callback or "default").rsplit(".", 1)[-1] not in MACHINE_STDOUT
 
 
-def own_progress_lines(result: Mapping[str, Any], callbacks_enabled: Sequence[str], width: int = WIDTH,
-                       stdout_callback: str = "default") -> List[str]:
-    """What the watch task prints itself at each poll when the training_report callback is not enabled (an
-    installed collection run with Ansible's defaults): the cluster line, and at the last poll the node failures
-    (the first five). Nothing when the callback prints them."""
-    if REPORT_CALLBACK in callbacks_enabled or not is_cluster_progress(result) or not human_stdout(stdout_callback):
-        return []
-    failures = [failure_line(f, width) for f in (result.get("failures") or [])[:5]] if result.get("done") else []
-    return ["clusterval: " + cluster_line(result, width - 12)] + failures
+def poll_line(result: Mapping[str, Any], host: str, width: int = WIDTH) -> str:
+    """One poll of the watch as one line, the label of its loop item: Ansible's default output prints it
+    (``ok: [node1] => (item=[####------] 4/11 ...)``) where a poll would otherwise read "FAILED - RETRYING"."""
+    return cluster_line(result, width - 24) if is_cluster_progress(result) else node_line(host, result)

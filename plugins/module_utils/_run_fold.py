@@ -212,15 +212,30 @@ def median_of(values: List[float]) -> Optional[float]:
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
 
 
+# What the job is doing before its first step, from the least advanced printing node's supervisor.
+PHASES = ((None, "starting"), ("up", "waiting for the gang"), ("running", "compiling, first step"))
+
+
+def job_phase(printing: List[State]) -> Optional[str]:
+    """The phase before the first step (``None`` once a step came): as the supervisors' streams tell it."""
+    if any(s["last_step"] is not None for s in printing):
+        return None
+    supervisors = {s["supervisor"] for s in printing}
+    return next((text for supervisor, text in PHASES if supervisor in supervisors), None)
+
+
 def cluster_progress(states: Mapping[str, State], final_step: int, started_at: float, now: float,
-                     slowest_max: int = 5) -> Dict[str, Any]:
-    """Contract 6 ``progress``: counts, step spread, median rate, ETA and the slowest nodes."""
-    steps = [s["last_step"] for s in states.values() if s["last_step"] is not None]
+                     slowest_max: int = 5, printers: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Contract 6 ``progress``: counts, step spread, median rate, ETA, the slowest nodes and, before the first
+    step, the job's phase. Only the nodes that print steps (``printers``, every node by default) are judged
+    for speed: a Megatron-LM rank that prints nothing is never the slow one."""
+    printing = [s for h, s in states.items() if printers is None or h in printers]
+    steps = [s["last_step"] for s in printing if s["last_step"] is not None]
     metric = rate_metric_of(states)
-    rates = [s["steps"][-1][metric] for s in states.values()
+    rates = [s["steps"][-1][metric] for s in printing
              if metric and s["steps"] and isinstance(s["steps"][-1].get(metric), (int, float))]
-    etas = [e for e in (eta_of(s, final_step) for s in states.values() if not s["done"]) if e is not None]
-    ranked = sorted(states.values(), key=lambda s: (-1 if s["last_step"] is None else s["last_step"], s["host"]))
+    etas = [e for e in (eta_of(s, final_step) for s in printing if not s["done"]) if e is not None]
+    ranked = sorted(printing, key=lambda s: (-1 if s["last_step"] is None else s["last_step"], s["host"]))
     return {
         "nodes": len(states),
         "done": sum(1 for s in states.values() if s["done"]),
@@ -233,6 +248,7 @@ def cluster_progress(states: Mapping[str, State], final_step: int, started_at: f
         "elapsed_s": round(now - started_at, 1),
         "slowest": [{"host": s["host"], "step": s["last_step"]} for s in ranked[:slowest_max]
                     if not s["done"] and steps and (s["last_step"] is None or s["last_step"] < max(steps))],
+        "phase": job_phase(printing),
     }
 
 
@@ -255,7 +271,8 @@ def rank_start_spread(states: Mapping[str, State]) -> Optional[float]:
 
 
 def cluster_answer(states: Mapping[str, State], final_step: int, started_at: float, now: float,
-                   suspects: List[str], run: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+                   suspects: List[str], run: Optional[Mapping[str, Any]] = None,
+                   printers: Optional[List[str]] = None) -> Dict[str, Any]:
     """The contract-6 result of one poll; its message is the one decision's (``analyse``)."""
     done = all(s["done"] for s in states.values())
     analysis = analyse(states, run)
@@ -267,7 +284,7 @@ def cluster_answer(states: Mapping[str, State], final_step: int, started_at: flo
         "msg": failure_headline(analysis) if failed else ("every node completed" if done else ""),
         "culprit": analysis["culprit"],
         "run_cause": analysis["run_cause"],
-        "progress": cluster_progress(states, final_step, started_at, now),
+        "progress": cluster_progress(states, final_step, started_at, now, printers=printers),
         "failures": cluster_failures(states),
         "suspects": suspects,
         "rank_start_spread_s": rank_start_spread(states),

@@ -150,7 +150,9 @@ class ClusterWatch:
         if culprit is not None and settle_cluster(self.states, self.cluster, now):
             abort_the_rest(self.states, culprit, now)
         suspects = sorted(h for h, s in self.states.items() if s["reason"] == "unreachable" and s["failed"])
-        return cluster_answer(self.states, self.final_step, self.memory["started_at"], now, suspects, self.memory)
+        printers = [h for h in self.states if node_of(self.plan, h).get("prints_steps", True)]
+        return cluster_answer(self.states, self.final_step, self.memory["started_at"], now, suspects, self.memory,
+                              printers)
 
     def save(self, answer: Mapping[str, Any]) -> None:
         for state in self.states.values():

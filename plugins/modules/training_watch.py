@@ -217,10 +217,17 @@ progress:
   description:
     - The latest progress of the node; in the cluster watch, of the cluster (C(nodes), C(done), C(failed),
       C(final_step), C(step{min,median,max}), C(rate{median}), C(rate_metric), C(eta_s), C(elapsed_s),
-      C(slowest[{host,step}])).
+      C(slowest[{host,step}]) among the nodes that print steps, and C(phase), before the first step what the job
+      is doing, V(starting), V(waiting for the gang) or V(compiling, first step), else V(null)).
   returned: success
   type: dict
   sample: {"step": 12, "final_step": 29, "tokens_per_sec": 8672.8, "loss": 10.37, "eta_s": 94.2, "elapsed_s": 61.0}
+line:
+  description:
+    - The poll as one progress line, the label of the poll's loop item in the role C(train).
+  returned: success
+  type: str
+  sample: "[####------] 4/11 ETA 12s 8672 tok/s/GPU 0/4 done"
 stopped_by:
   description: The node whose failure stopped this one.
   returned: when another node failed first

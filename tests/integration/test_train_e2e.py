@@ -140,7 +140,27 @@ def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert results(tmp_path)["verdict"] == "PASS"
     # Only the last node prints iteration lines; the first is done when its process exits or the job completes.
     assert "iteration" in (tmp_path / "logs" / nodes[-1] / "training.log").read_text()
+    # The progress line judges only the node that prints steps, and says what the job does before its first.
+    assert f"slow {nodes[0]}" not in proc.stdout
+    assert any(phase in proc.stdout for phase in ("starting", "waiting for the gang", "compiling, first step"))
     assert_no_training_container(simcluster, nodes)
+
+
+def test_a_json_stdout_stays_one_document_with_each_poll_an_item_of_the_watch(simcluster, nodes, tmp_path):
+    argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes)
+    # Only the json stdout: training_report, when enabled, prints its lines beside it.
+    config = tmp_path / "ansible.cfg"
+    lines = (REPO / "ansible.cfg").read_text().replace(" .collections:", f" {REPO / '.collections'}:").replace(
+        "roles_path = roles", f"roles_path = {REPO / 'roles'}").splitlines()
+    config.write_text("\n".join(line for line in lines if not line.startswith("callbacks_enabled")))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    document = json.loads(proc.stdout)
+    watch = [task for play in document["plays"] for task in play["tasks"]
+             if "Start every rank" in task["task"]["name"]]
+    polls = next(iter(watch[0]["hosts"].values()))["results"]
+    assert polls[-1]["done"] and "11/11" in polls[-1]["line"] and "RETRYING" not in proc.stdout
 
 
 @pytest.mark.parametrize("watch_mode", ["cluster", "node"])

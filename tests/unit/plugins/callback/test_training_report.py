@@ -81,6 +81,14 @@ def test_one_line_per_poll_for_the_whole_cluster(callback):
                                      "[##--------] 5/29 ETA 0m30s 8600 tok/s/GPU 0/512 done"]
 
 
+def test_the_polls_of_the_watch_loop_print_as_they_come_and_the_loop_result_adds_nothing(callback):
+    plugin = callback()
+    plugin.v2_runner_item_on_ok(result(WATCH, poll(3)))
+    plugin.v2_runner_item_on_ok(result(WATCH, poll(29, done=512, finished=True)))
+    plugin.v2_runner_on_ok(result(WATCH, {"results": [poll(3), poll(29, done=512, finished=True)]}))
+    assert [line.split(" ")[1] for line in plugin._display.lines] == ["3/29", "29/29"]
+
+
 def test_progress_interval_thins_the_lines_but_not_the_last_one(callback):
     plugin = callback(progress_interval=3600)
     for step in (3, 4, 5):

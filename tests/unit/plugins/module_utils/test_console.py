@@ -33,6 +33,9 @@ def test_cluster_line_fits_80_columns_with_long_host_names_and_failures():
 def test_cluster_line_before_the_first_step_and_when_done():
     early = cluster_result(step={"min": None, "median": None, "max": None}, rate={}, eta_s=None, slowest=[])
     assert _console.cluster_line(early) == "[----------] -/29 ETA ? - tok/s/GPU 0/512 done"
+    gang = cluster_result(step={"min": None, "median": None, "max": None}, rate={}, eta_s=None, slowest=[],
+                          phase="waiting for the gang")
+    assert _console.cluster_line(gang) == "[----------] -/29 waiting for the gang - tok/s/GPU 0/512 done"
     finished = dict(cluster_result(done=512, step={"min": 29, "median": 29, "max": 29}), done=True)
     assert _console.cluster_line(finished).startswith("[##########] 29/29 ETA - 8672 tok/s/GPU 512/512 done")
 

@@ -428,3 +428,27 @@ def test_a_crash_before_the_deadline_is_still_the_nodes_own():
     states["node1"].update(reason="deadline", exit_reason="deadline")
     states["node2"].update(reason="exit", exit_reason="exit", exit_code=1, exit_time=T0 + 5)
     assert _run_fold.analyse(states)["culprit"]["host"] == "node2"
+
+
+def test_a_rank_that_prints_no_steps_is_never_the_slow_one():
+    states = states_of(["n1", "n2"])
+    feed(states["n1"], [{"t": "start"}], T0 + 1)
+    feed(states["n2"], [{"t": "start"}, step(1), step(2)], T0 + 2)
+    progress = _run_fold.cluster_answer(states, FINAL, T0, T0 + 2, [], printers=["n2"])["progress"]
+    assert progress["slowest"] == [] and progress["step"] == {"min": 2, "median": 2, "max": 2}
+    everyone = _run_fold.cluster_answer(states, FINAL, T0, T0 + 2, [])["progress"]
+    assert [s["host"] for s in everyone["slowest"]] == ["n1"], "by default every node is judged"
+
+
+def test_before_the_first_step_the_progress_says_what_the_job_is_doing():
+    states = states_of(["n1", "n2"])
+    assert _run_fold.cluster_progress(states, FINAL, T0, T0)["phase"] == "starting"
+    feed(states["n1"], [{"t": "up"}], T0 + 1)
+    assert _run_fold.cluster_progress(states, FINAL, T0, T0 + 1)["phase"] == "starting", "n2 has not said a word"
+    feed(states["n2"], [{"t": "up"}], T0 + 1)
+    assert _run_fold.cluster_progress(states, FINAL, T0, T0 + 1)["phase"] == "waiting for the gang"
+    feed(states["n1"], [{"t": "start"}], T0 + 2)
+    feed(states["n2"], [{"t": "start"}], T0 + 2)
+    assert _run_fold.cluster_progress(states, FINAL, T0, T0 + 2)["phase"] == "compiling, first step"
+    feed(states["n2"], [step(1)], T0 + 3)
+    assert _run_fold.cluster_progress(states, FINAL, T0, T0 + 3)["phase"] is None

@@ -211,18 +211,13 @@ def test_the_guard_leaves_a_run_that_wrote_its_own_reports_alone(tmp_path):
     assert not (tmp_path / "results.json").exists()
 
 
-def test_the_watch_prints_its_own_progress_only_without_the_callback():
-    result = {"done": True, "progress": {"nodes": 2, "done": 1, "failed": 1, "final_step": 9,
-                                         "step": {"min": 4, "median": 6, "max": 9}},
-              "failures": [{"host": "node2", "class": "crash", "step": 4, "text": "Segmentation fault"}]}
-    assert _console.own_progress_lines(result, ["clusterval.training.training_report"]) == []
-    lines = _console.own_progress_lines(result, [])
-    assert lines[0].startswith("clusterval: [") and "1/2 done" in lines[0]
-    assert len(lines) == 2 and "node2" in lines[1] and "Segmentation fault" in lines[1]
-    assert _console.own_progress_lines({"host": "node1", "step": 3}, []) == []  # a per-node result: no line
-    # beside a stdout that a program reads (json), no line of its own: the results carry the progress
-    assert _console.own_progress_lines(result, [], stdout_callback="ansible.builtin.json") == []
-    assert _console.own_progress_lines(result, [], stdout_callback="clusterval.training.training_console") == lines
+def test_each_poll_of_the_watch_is_one_progress_line_for_its_loop_label():
+    result = {"done": False, "progress": {"nodes": 2, "done": 1, "failed": 1, "final_step": 9,
+                                          "step": {"min": 4, "median": 6, "max": 9}}}
+    line = _console.poll_line(result, "node1")
+    assert line.startswith("[") and "6/9 (4-9)" in line and "1/2 done 1 FAILED" in line
+    node = _console.poll_line({"host": "node2", "progress": {"step": 3, "final_step": 9}}, "node2")
+    assert node.startswith("[node2] step 3/9"), "a per-node result: the node's own line"
 
 
 def test_a_task_prints_its_own_lines_only_beside_a_stdout_that_people_read():
