@@ -25,6 +25,7 @@ ARGUMENT_SPEC = dict(
     teardown=dict(type="dict"),
     seconds=dict(type="float"),
     fabric=dict(type="dict"),
+    scheduler=dict(type="dict"),
     failed_tasks=dict(type="dict"),
     failures=dict(type="dict"),
     reached=dict(type="dict"),
@@ -32,6 +33,13 @@ ARGUMENT_SPEC = dict(
     launched=dict(type="bool", default=True),
     controller=dict(type="int"),
 )
+
+
+def sections(args):
+    """The document's sections beside the verdict: the fabric gate's, Slurm's (its job, what sacct and srun said,
+    the drain command whether it ran or not)."""
+    found = {key: args[key] for key in ("fabric", "scheduler") if args[key]}
+    return found or None
 
 
 class ActionModule(ActionBase):
@@ -51,7 +59,7 @@ class ActionModule(ActionBase):
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
             None, args["teardown"], fabric_ran=bool(args["fabric"]))
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
-                               args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
+                               args["seconds"], sections(args), stop, stages)
         document = written["document"]
         if args["teardown"] is not None and written["paths"].get("results.json"):
             # The run's final reports: its guard has nothing left to do (it also sees results.json's teardown).

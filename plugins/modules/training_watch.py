@@ -150,6 +150,27 @@ options:
     type: dict
     default: {}
     version_added: 0.3.0
+  slurm_job:
+    description:
+      - With O(status_dir), the run's Slurm job (C(training_launcher=slurm)); the task is delegated to the login
+        host. Each poll also reads the job's state; while it pends no timer runs, and a job that ended joins the
+        evidence (Slurm's C(NODE_FAIL) and the node's reason name that node; a time limit, a preemption or a
+        cancel by someone else is the run's cause, never a node).
+    type: str
+  pending_timeout:
+    description: With O(slurm_job), how long the job may pend before the run ends, naming Slurm's reason.
+    type: float
+  slurm_record:
+    description:
+      - With O(conclude), what Slurm said at the end (C(job_id), C(sacct)'s parsable line, the job's C(output)):
+        srun's C(srun: error: <node>: task N: Exited with exit code C) names a node whose supervisor left no
+        status. Returned as RV(scheduler), with the drain command of a culprit.
+    type: dict
+  drain:
+    description: With O(slurm_record), return the culprit's drain command as RV(drain) (to run it); it is in
+      RV(scheduler) either way. A run cause, or no node standing out, drains nothing.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
