@@ -13,6 +13,7 @@ import json
 import math
 import re
 import shlex
+import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
@@ -218,11 +219,21 @@ def expand_nodelist(text: str) -> List[str]:
 # -- Slurm's evidence in the run's decision -------------------------------------------------------------
 
 def job_view(job: Mapping[str, str]) -> Dict[str, Any]:
-    """What a poll keeps of ``scontrol show job``: state, reason, nodes, times."""
+    """What a poll keeps of ``scontrol show job``: state, reason, nodes, times (``ended_at``: the end, in seconds
+    since the epoch, once the job is over)."""
     state = (job.get("JobState") or "").split()[0] if job.get("JobState") else "UNKNOWN"
     return {"state": state, "reason": job.get("Reason") or "None", "nodes": expand_nodelist(job.get("NodeList", "")),
-            "start": job.get("StartTime"), "end": job.get("EndTime"), "restarts": job.get("Restarts"),
-            "exit_code": job.get("ExitCode")}
+            "start": job.get("StartTime"), "end": job.get("EndTime"), "ended_at": epoch_of(job.get("EndTime")),
+            "restarts": job.get("Restarts"), "exit_code": job.get("ExitCode")}
+
+
+def epoch_of(stamp: Optional[str]) -> Optional[float]:
+    """Slurm's ``2026-11-29T01:28:40`` (the controller's local time) in seconds since the epoch; None for
+    ``Unknown`` or ``None``."""
+    try:
+        return time.mktime(time.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S"))
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def is_pending(view: Mapping[str, Any]) -> bool:
@@ -366,6 +377,6 @@ def job(plan: Mapping[str, Any], hosts: Sequence[str], parts: Mapping[str, Mappi
             "submit": ["sbatch", "--parsable", "%s/%s" % (base, JOB_SCRIPT)], "name": job_name(run_id),
             "directories": files["directories"], "files": files["files"], "slurm_dir": base,
             "clean": ["srun", "--nodes=%d" % len(hosts), "--ntasks-per-node=1", "--nodelist=%s" % ",".join(hosts),
-                      "--time=5", "--kill-on-bad-exit=0", "--job-name=%s-clean" % job_name(run_id),
+                      "--time=5", "--kill-on-bad-exit=0", "--immediate=60", "--job-name=%s-clean" % job_name(run_id),
                       str(settings.get("python") or "/usr/bin/python3"), "%s/step/%s" % (base, STEP_SCRIPT),
                       "clean", run_id, str(settings.get("docker_host") or "unix:///var/run/docker.sock")]}

@@ -146,7 +146,7 @@ class ClusterWatch:
                 state["errors"].append(record)
         ending = _launch_slurm.run_ending(view)
         if ending is not None and ending["class"] not in known:
-            self.event(ending["class"], ending["text"], now)
+            self.event(ending["class"], ending["text"], now, since=view.get("ended_at"))
         # What a supervisor wrote before its task ended reaches the shared directory within a settle period.
         ended_at = self.memory.setdefault("job_ended_seen_at", now)
         if now - ended_at < self.cluster.settle:
