@@ -278,6 +278,19 @@ def node_failures(view: Mapping[str, Any], reasons: Sequence[Mapping[str, str]],
     return found
 
 
+def final_ending(record: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The run's own end as sacct recorded it (``CANCELLED by 0``, ``TIMEOUT``), with when it came: a poll may
+    have seen the job only as COMPLETING while the nodes reported what the cancel did to them."""
+    row = record.get("sacct") or {}
+    words = str(row.get("State") or "").split()
+    ending = run_ending({"state": words[0] if words else "", "reason": row.get("Reason")})
+    if ending is None:
+        return None
+    ending["text"] = "%s; sacct: %s" % (ending["text"], " ".join(words))
+    ended_at = epoch_of(row.get("End"))
+    return dict(ending, time=ended_at, since=ended_at if ended_at is not None else math.inf)
+
+
 def step_errors(text: str) -> Dict[str, str]:
     """node -> why its task could not run the job (the step wrapper's ``clusterval step: <node>: error: ...``)."""
     found: Dict[str, str] = {}

@@ -305,6 +305,10 @@ def conclude(run_dir: str, run_id: str, hosts: List[str],
     states = load_states(directory, hosts)
     # Slurm's record, given once at the watch's end, stays with every later conclusion (the verdict's).
     scheduler = scheduler or (load_outcome(run_dir, run_id) or {}).get("scheduler")
+    ending = _launch_slurm.final_ending(scheduler or {})
+    events = memory.setdefault("events", [])
+    if ending is not None and ending["class"] not in {e.get("class") for e in events}:
+        events.append(ending)
     for host, error in ((scheduler or {}).get("srun_errors") or {}).items():
         if host in states:
             states[host] = _launch_slurm.with_srun_exit(states[host], error)

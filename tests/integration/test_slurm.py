@@ -171,11 +171,11 @@ def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_
 
 def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
     hosts = slurm.nodes[:2]
-    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="5"))
+    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="15"))
     try:
         wait_for(lambda: training_underway(tmp_path), 120)
-        # An administrator shortens the job's limit: Slurm ends it within its next check (about 30 s).
-        login("scontrol", "update", "JobId=%s" % running_job(), "TimeLimit=0:01")
+        # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
+        login("scontrol", "update", "JobId=%s" % running_job(), "TimeLimit=1")
         assert finish(run) != 0
     finally:
         finish(run, 5)
