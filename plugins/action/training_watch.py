@@ -127,8 +127,8 @@ class ActionModule(ActionBase):
             if _run_direct.look_that_never_answered(look):
                 _run_direct.save_look(directory, host, _run_direct.unanswered(host, look))
         record = args["slurm_record"]
-        scheduler = _launch_slurm.scheduler_record(str(record.get("job_id") or ""), str(record.get("sacct") or ""),
-                                                   str(record.get("output") or "")) if record else None
+        scheduler = _launch_slurm.scheduler_record(*(str(record.get(key) or "") for key in (
+            "job_id", "sacct", "output", "job", "node_reasons"))) if record else None
         outcome = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), hosts, scheduler)
         headline = _run_fold.failure_headline(outcome)
         if scheduler is not None:

@@ -299,13 +299,17 @@ def step_errors(text: str) -> Dict[str, str]:
     return found
 
 
-def scheduler_record(job_id: str, sacct_text: str, output_text: str) -> Dict[str, Any]:
-    """What Slurm recorded of the job, once at the end: sacct's line, srun's errors and the step's (by node)."""
+def scheduler_record(job_id: str, sacct_text: str, output_text: str, job_text: str = "",
+                     reasons_text: str = "") -> Dict[str, Any]:
+    """What Slurm recorded of the job, once at the end: sacct's line, srun's errors and the step's (by node), the
+    job's last state (``scontrol show job``) and the reasons of the nodes Slurm marked down or drained."""
     rows = parse_table(sacct_text, SACCT_FIELDS)
     errors = srun_errors(output_text)
     for node, text in step_errors(output_text).items():
         errors.setdefault(node, {"exit_code": None, "line": None})["step"] = text
-    return {"launcher": "slurm", "job_id": str(job_id), "sacct": rows[0] if rows else None, "srun_errors": errors}
+    return {"launcher": "slurm", "job_id": str(job_id), "sacct": rows[0] if rows else None, "srun_errors": errors,
+            "job": job_view(parse_scontrol(job_text)) if job_text.strip() else None,
+            "node_reasons": parse_table(reasons_text, SINFO_REASON_FIELDS)}
 
 
 def with_srun_exit(state: Dict[str, Any], error: Mapping[str, Any]) -> Dict[str, Any]:

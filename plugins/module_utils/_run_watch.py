@@ -305,6 +305,11 @@ def conclude(run_dir: str, run_id: str, hosts: List[str],
     states = load_states(directory, hosts)
     # Slurm's record, given once at the watch's end, stays with every later conclusion (the verdict's).
     scheduler = scheduler or (load_outcome(run_dir, run_id) or {}).get("scheduler")
+    for host, record in _launch_slurm.node_failures((scheduler or {}).get("job") or {},
+                                                     (scheduler or {}).get("node_reasons") or [], 0.0).items():
+        if host in states and not any(e.get("evidence") == "slurm" for e in states[host].get("errors") or []):
+            states[host] = dict(states[host], errors=list(states[host].get("errors") or []) + [
+                dict(record, time=states[host].get("last_record_time"), first_seen=states[host].get("finished_at"))])
     ending = _launch_slurm.final_ending(scheduler or {})
     events = memory.setdefault("events", [])
     if ending is not None and ending["class"] not in {e.get("class") for e in events}:

@@ -187,6 +187,43 @@ def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
     assert no_job_left()
 
 
+def kill_node(host: str) -> None:
+    """The node dies as far as Slurm and the training know: slurmd, the job's steps and the training processes
+    killed (its sshd and Docker engine stay, to clean up after)."""
+    netns = "%s-%s" % (os.environ.get("CLUSTERVAL_SIMCLUSTER_PREFIX", "cvsim"), host)
+    keep = ("sshd", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2")
+    for pid in subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=True).stdout.split():
+        try:
+            comm = open("/proc/%s/comm" % pid).read().strip()
+            if comm not in keep:
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeued(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="2"))
+    try:
+        wait_for(lambda: training_underway(tmp_path), 120)
+        job_id = running_job()
+        kill_node(hosts[1])
+        assert finish(run) != 0
+    finally:
+        finish(run, 5)
+        subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(len(slurm.nodes)), "--slurm"], capture_output=True,
+                       timeout=600, check=False)
+    document = results(tmp_path)
+    culprit = document["culprit"]
+    assert culprit["host"] == hosts[1] and culprit["evidence"] == "slurm", culprit
+    assert "NODE_FAIL: %s is down" % hosts[1] in culprit["text"] and "Not responding" in culprit["text"], culprit
+    assert document["consequences"] == [hosts[0]]
+    assert document["scheduler"]["job"]["state"] == "NODE_FAIL"
+    # --no-requeue: the job was not sent back to the queue to run again on other nodes
+    assert document["scheduler"]["job"]["restarts"] == "0" and document["scheduler"]["job_id"] == job_id
+    assert_no_training_container(slurm, hosts)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signum):
     hosts = slurm.nodes[:2]
