@@ -187,6 +187,25 @@ def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
     assert no_job_left()
 
 
+def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    login("scontrol", "create", "reservation", "ReservationName=maint", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(hosts), "Users=root", "Flags=maint")
+    try:
+        # pending 20 s: four times the stale timeout (5 s here), which would have ended a watched run
+        proc = run_slurm(slurm, tmp_path, hosts, more_vars={"slurm_pending_timeout": 20})
+    finally:
+        login("scontrol", "delete", "ReservationName=maint", check=False)
+    assert proc.returncode != 0
+    document = results(tmp_path)
+    assert document["culprit"] is None, document["culprit"]
+    cause = document["run_cause"]
+    assert cause["class"] == "pending" and "Slurm's reason: ReqNodeNotAvail" in cause["text"], cause
+    assert "no node was tested" in cause["text"] and "stale" not in document["headline"]
+    assert no_job_left(), login("squeue").stdout
+    assert_no_training_container(slurm, hosts)
+
+
 def kill_node(host: str) -> None:
     """The node dies as far as Slurm and the training know: slurmd, the job's steps and the training processes
     killed (its sshd and Docker engine stay, to clean up after)."""
@@ -221,7 +240,10 @@ def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeu
     assert document["scheduler"]["job"]["state"] == "NODE_FAIL"
     # --no-requeue: the job was not sent back to the queue to run again on other nodes
     assert document["scheduler"]["job"]["restarts"] == "0" and document["scheduler"]["job_id"] == job_id
-    assert_no_training_container(slurm, hosts)
+    assert_no_training_container(slurm, hosts[:1])
+    # The lost node's container died with it; Slurm cannot reach the node to remove what is left (SSH can).
+    assert slurm.docker(hosts[1], "ps", "-q", "--filter", "label=clusterval.run_id").stdout.strip() == ""
+    slurm.docker(hosts[1], "container", "prune", "-f", "--filter", "label=clusterval.run_id")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
