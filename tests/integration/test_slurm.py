@@ -113,6 +113,19 @@ def test_a_pass_through_sbatch_and_sacct_shows_the_job(slurm, tmp_path):
     assert no_job_left()
 
 
+def test_check_mode_shows_the_job_script_and_submits_nothing(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    before = login("sacct", "-X", "-n", "-o", "JobID").stdout.split()
+    proc = subprocess.run(slurm_argv(slurm, tmp_path, hosts, more_vars={"slurm_partition": "gpu"}) + ["--check"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for line in ("#SBATCH --nodelist=node1,node2", "#SBATCH --no-requeue", "#SBATCH --partition=gpu",
+                 "exec srun --kill-on-bad-exit=0"):
+        assert line in proc.stdout, line
+    assert login("sacct", "-X", "-n", "-o", "JobID").stdout.split() == before
+    assert_no_training_container(slurm, hosts)
+
+
 def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path(slurm, tmp_path):
     if len(slurm.nodes) < 4:
         pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
