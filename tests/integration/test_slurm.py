@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from test_safety import finish
 from test_train_e2e import (JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results, sim_env,
                             train_argv, training_underway, wait_for)
 
@@ -56,15 +57,6 @@ def start_slurm(cluster, run_dir, hosts, extra=None) -> subprocess.Popen:
     out = open(str(run_dir) + "-ansible.out", "w")
     return subprocess.Popen(slurm_argv(cluster, run_dir, hosts, extra), cwd=REPO, env=env(), stdout=out,
                             stderr=subprocess.STDOUT)
-
-
-def finish(proc: subprocess.Popen, timeout: float = RUN_TIMEOUT_S) -> int:
-    try:
-        return proc.wait(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def running_job() -> str:
@@ -164,40 +156,34 @@ def test_drain_opt_in_drains_the_culprit_with_the_run_and_the_headline(slurm, tm
     assert_no_training_container(slurm, hosts)
 
 
-def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="3"))
+def ended_by_slurm(cluster, run_dir, hosts, step_seconds, action) -> dict:
+    """A run whose job Slurm ends while it trains (``action(job_id)`` on the login host): its results."""
+    run = start_slurm(cluster, run_dir, hosts, sim_env(STEP_SECONDS=step_seconds))
     try:
-        wait_for(lambda: training_underway(tmp_path), 120)
-        login("scancel", running_job())
+        wait_for(lambda: training_underway(run_dir), 120)
+        action(running_job())
         assert finish(run) != 0
     finally:
         finish(run, 5)
-    document = results(tmp_path)
-    assert document["culprit"] is None, document["culprit"]
+    assert_no_training_container(cluster, hosts)
+    assert no_job_left()
+    document = results(run_dir)
+    assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
+    return document
+
+
+def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
+    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "3", lambda job_id: login("scancel", job_id))
     assert document["run_cause"]["class"] == "cancelled", document["run_cause"]
     assert document["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
-    assert document["scheduler"]["drain"]["argv"] == []
-    assert_no_training_container(slurm, hosts)
-    assert no_job_left()
 
 
 def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="15"))
-    try:
-        wait_for(lambda: training_underway(tmp_path), 120)
-        # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
-        login("scontrol", "update", "JobId=%s" % running_job(), "TimeLimit=1")
-        assert finish(run) != 0
-    finally:
-        finish(run, 5)
-    document = results(tmp_path)
-    assert document["culprit"] is None, document["culprit"]
+    # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
+    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "15",
+                              lambda job_id: login("scontrol", "update", "JobId=%s" % job_id, "TimeLimit=1"))
     assert document["run_cause"]["class"] == "time limit", document["run_cause"]
     assert "JobState=TIMEOUT" in document["run_cause"]["text"]
-    assert_no_training_container(slurm, hosts)
-    assert no_job_left()
 
 
 def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):

@@ -2,14 +2,7 @@
 import time
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_watch
-from ansible_collections.clusterval.training.plugins.module_utils._run_records import ClusterLimits, Limits
-
-T0 = 2_000_000.0
-PLAN = {"run_id": "r1", "final_step": 5, "framework": "maxtext", "jobs": [{"name": "job-0", "hosts": ["n1", "n2"]}],
-        "nodes": {"n1": {"host": "n1", "job": "job-0", "node_rank": 0, "prints_steps": True},
-                  "n2": {"host": "n2", "job": "job-0", "node_rank": 1, "prints_steps": True}}}
-LIMITS = Limits(hang_timeout=60.0, startup_timeout=300.0, deadline=3600.0)
-CLUSTER = ClusterLimits(stale_timeout=10.0, exit_grace=20.0, settle=2.0)
+from test_run_watch import CLUSTER, LIMITS, PLAN, T0
 
 
 def watch(run_dir, now, pending_limit=600.0):
@@ -17,8 +10,8 @@ def watch(run_dir, now, pending_limit=600.0):
                                         pending_limit)
 
 
-def read(state, reason="None", records=None, reasons=(), nodes="n[1-2]", end="Unknown"):
-    job = {"state": state, "reason": reason, "nodes": ["n1", "n2"] if nodes else [], "end": end, "ended_at": None}
+def read(state, reason="None", records=None, reasons=()):
+    job = {"state": state, "reason": reason, "nodes": ["n1", "n2"], "end": "Unknown", "ended_at": None}
     return {"nodes": {h: {"records": r, "offset": 10 * len(r)} for h, r in (records or {}).items()},
             "scheduler": {"job": job, "reasons": list(reasons)}}
 
