@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / ".collections"))
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view  # noqa: E402
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view  # noqa: E402
 CONFIG = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 SIMCLUSTER = REPO / "scripts" / "simcluster"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -18,8 +18,9 @@ sys.path.insert(0, os.path.join(REPO, ".collections"))
 from ansible_collections.clusterval.training.plugins.action.training_plan import plan_result  # noqa: E402
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file  # noqa: E402
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (  # noqa: E402
-    Host, PlanOptions, compact_plan, node_view, plan_run,
+    Host, PlanOptions, plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan, node_view  # noqa: E402
 
 MULTI = os.path.join(REPO, "configs", "jax", "mi300x_distributed_llama3_1_70b.json")
 SINGLE = os.path.join(REPO, "configs", "jax", "mi300x_singlenode_llama3_1_70b.json")

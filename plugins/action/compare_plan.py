@@ -8,20 +8,12 @@ import datetime
 import os
 import secrets
 
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
-from ansible_collections.clusterval.training.plugins.action.training_plan import ActionModule as PlanAction
 from ansible_collections.clusterval.training.plugins.module_utils import _compare, _compare_run
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     check_overrides, load_config_file, merge_overrides)
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import DEFAULT_GPUS_PER_NODE
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
-    yaml = None
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import PlanningAction, failed, load_comparison
 
 ARGUMENT_SPEC = {
     "comparison": {"type": "path", "required": True},
@@ -39,26 +31,12 @@ ARGUMENT_SPEC = {
 }
 
 
-def load_comparison(path):
-    if yaml is None:
-        raise AnsibleActionFail("compare_plan: PyYAML is needed on the controller")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(path, "a readable comparison file (YAML)", str(exc)) from None
-    return _compare.load(document, path)
-
-
-class ActionModule(PlanAction):
+class ActionModule(PlanningAction):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(PlanAction, self).run(tmp, task_vars)  # pylint: disable=bad-super-call
-        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validation.error_messages:
-            raise AnsibleActionFail("compare_plan: " + "; ".join(validation.error_messages))
-        args = validation.validated_parameters
+        result = super().run(tmp, task_vars)
+        args = self._validated(ARGUMENT_SPEC, "compare_plan")
         try:
             path, _found = self._config_path(args["comparison"])
             comparison = load_comparison(path)
@@ -87,9 +65,7 @@ class ActionModule(PlanAction):
             sides, mismatches = _compare_run.plan_sides(comparison, settings, iterations, args["data_path"],
                                                         args["tokenizer"])
         except ConfigError as exc:
-            result.update(failed=True, msg="compare_plan: " + exc.message,
-                          problems=[problem._asdict() for problem in exc.problems])
-            return result
+            return failed(result, "compare_plan", exc)
         runs_dir = os.path.abspath(args["runs_dir"] or os.path.join(os.getcwd(), "runs"))
         result.update(
             changed=False, comparison=path, compare_id=compare_id,

@@ -7,14 +7,12 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.action.compare_plan import load_comparison
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _compare, _compare_run
 from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.action.training_plan import COLLECTION_ROOT
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import (
+    COLLECTION_ROOT, CollectionAction, failed, load_comparison)
 
 ARGUMENT_SPEC = {
     "comparison": {"type": "path", "required": True},
@@ -25,23 +23,17 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(CollectionAction):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars or {})
-        validation = ArgumentSpecValidator(ARGUMENT_SPEC).validate(self._task.args)
-        if validation.error_messages:
-            raise AnsibleActionFail("compare_report: " + "; ".join(validation.error_messages))
-        args = validation.validated_parameters
+        args = self._validated(ARGUMENT_SPEC, "compare_report")
         basedir = self._loader.get_basedir() if self._loader else None
         try:
             path, _found = config_file(args["comparison"], os.getcwd(), basedir, COLLECTION_ROOT)
             comparison = load_comparison(path)
         except ConfigError as exc:
-            result.update(failed=True, msg="compare_report: " + exc.message)
-            return result
+            return failed(result, "compare_report", exc)
         missing = [side for side in _compare.SIDES if not args["run_dirs"].get(side)]
         if missing:
             raise AnsibleActionFail("compare_report: run_dirs needs %s" % ", ".join(missing))

@@ -4,10 +4,10 @@
 (playbooks/tasks/plan.yml asks the nodes only then)."""
 from __future__ import annotations
 
-from ansible_collections.clusterval.training.plugins.action.training_plan import ActionModule as PlanAction
 from ansible_collections.clusterval.training.plugins.module_utils import _arch
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import PlanningAction
 
 ARGUMENT_SPEC = {
     "config": {"type": "path", "required": True},
@@ -20,11 +20,11 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(PlanAction):
+class ActionModule(PlanningAction):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(PlanAction, self).run(tmp, task_vars)  # pylint: disable=bad-super-call
+        result = super().run(tmp, task_vars)
         args = self._validated(ARGUMENT_SPEC, "training_arch")
         hosts = self._hosts(args, task_vars)
         try:

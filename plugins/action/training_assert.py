@@ -12,7 +12,9 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _isolate, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
+from ansible_collections.clusterval.training.plugins.module_utils._policy import Policy
 
+# The policy's options (straggler_pct, ..., baseline_tolerance) are _policy.POLICY_SPEC's (a unit test).
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
     nodes=dict(type="dict"),
@@ -22,7 +24,7 @@ ARGUMENT_SPEC = dict(
     fail_on_verdict=dict(type="bool", default=True),
     require_thresholds=dict(type="bool", default=False),
     baseline=dict(type="path"),
-    baseline_tolerance=dict(type="raw"),
+    baseline_tolerance=dict(type="raw", default=5),
 )
 
 
@@ -72,15 +74,13 @@ class ActionModule(ActionBase):
         if problems:
             result.update(failed=True, msg="; ".join(problems))
             return result
-        if args["baseline"]:
-            try:
-                plan = _baseline.apply(plan, _baseline.load(args["baseline"]), args["baseline"],
-                                       args["baseline_tolerance"])
-            except _baseline.BaselineError as exc:
-                result.update(failed=True, msg=str(exc))
-                return result
-        outcome = _verdict.verdict(plan, nodes, args["straggler_pct"], args["warmup_steps"],
-                                   args["require_thresholds"], analysis)
+        policy = Policy.of(args)
+        try:
+            plan = policy.with_baseline(plan)
+        except _baseline.BaselineError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+        outcome = policy.verdict(plan, nodes, analysis)
         advice = next_step(outcome, plan, task_vars or {})
         if advice:
             outcome["advice"] = advice

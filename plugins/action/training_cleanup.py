@@ -15,7 +15,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 # What settings_from reads from the role's variables (<role>_<name>): the options of these names, and the

@@ -16,10 +16,10 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
+from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 from ansible_collections.clusterval.training.plugins.plugin_utils._throttle import slot
 

@@ -3,30 +3,17 @@
 """Action plugin clusterval.training.training_plan: config file -> per-host plan, on the controller."""
 from __future__ import annotations
 
-import getpass
 import os
 
-from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.clusterval.training.plugins.module_utils._config import (
-    check_overrides,
-    load_config_file,
-    merge_overrides,
-)
+from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
-    Host,
     PlanOptions,
-    compact_plan,
     plan_run,
 )
-from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
-
-# The collection's root (plugins/action/ is two levels below it): its configs/ are the fallback of a
-# relative training_config.
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import PLANNED
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import PlanningAction
 
 ARGUMENT_SPEC = {
     "config": {"type": "path", "required": True},
@@ -34,7 +21,7 @@ ARGUMENT_SPEC = {
     "model": {"type": "str"},
     "gpu_arch": {"type": "str"},
     "mode": {"type": "str", "choices": ["single_node", "multi_node"]},
-    "framework": {"type": "str", "choices": ["maxtext", "megatron", "primus"]},
+    "framework": {"type": "str", "choices": list(PLANNED)},
     # raw: a list or a string gets our own message naming the variable, not the argument spec's
     "overrides": {"type": "raw", "default": {}},
     "overrides_extra": {"type": "raw", "default": {}},
@@ -67,9 +54,7 @@ def plan_result(plan, runs_dir=None):
     }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(PlanningAction):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
@@ -109,45 +94,3 @@ class ActionModule(ActionBase):
         result.update(plan_result(plan, args["runs_dir"]))
         result["msg"] = "%s; training config %s (%s)" % (result["msg"], config_path, found_in)
         return result
-
-    def _validated(self, spec, name):
-        validation = ArgumentSpecValidator(spec).validate(self._task.args)
-        if validation.error_messages:
-            raise AnsibleActionFail("%s: %s" % (name, "; ".join(validation.error_messages)))
-        return validation.validated_parameters
-
-    @staticmethod
-    def _overrides(args):
-        """training_overrides_extra deep-merged over training_overrides (each checked, named in errors)."""
-        return merge_overrides(check_overrides(args["overrides"], "training_overrides"),
-                               check_overrides(args["overrides_extra"], "training_overrides_extra"))
-
-    def _config_path(self, path):
-        """The config file and where it was found (config_candidates)."""
-        basedir = self._loader.get_basedir() if self._loader else None
-        return config_file(path, os.getcwd(), basedir, COLLECTION_ROOT)
-
-    def _hosts(self, args, task_vars):
-        names = args["hosts"]
-        if names is None:
-            names = task_vars.get("ansible_play_hosts_all") or task_vars.get("ansible_play_batch") or []
-        hostvars = task_vars.get("hostvars", {})
-        hosts = []
-        for name in names:
-            known = hostvars.get(name) if name in hostvars else None
-            address = known.get("ansible_host", name) if known is not None else name
-            # the host's GPU vendor from the inventory (or -e training_gpu_vendor=...); the planner checks it
-            vendor = known.get("training_gpu_vendor") if known is not None else None
-            hosts.append(Host(str(name), str(address), str(vendor) if vendor else None))
-        return hosts
-
-    def _remote_user(self, hosts, task_vars):
-        hostvars = task_vars.get("hostvars", {})
-        if hosts and hosts[0].name in hostvars:
-            first = hostvars[hosts[0].name]
-            for key in ("ansible_user", "ansible_ssh_user", "ansible_remote_user"):
-                value = first.get(key)
-                if isinstance(value, str) and value and "{{" not in value:
-                    return value
-        remote_user = getattr(self._play_context, "remote_user", None)
-        return remote_user or getpass.getuser()

@@ -13,9 +13,11 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.clusterval.training.plugins.module_utils import _report_guard, _results
+from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results
 from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -32,6 +34,7 @@ ARGUMENT_SPEC = dict(
     start=dict(type="bool", default=False),
     launched=dict(type="bool", default=True),
     controller=dict(type="int"),
+    policy=dict(type="dict"),  # checked against _policy.POLICY_SPEC (training_assert's options)
 )
 
 
@@ -53,7 +56,12 @@ class ActionModule(ActionBase):
         plan, run_dir = args["plan"], args["run_dir"]
         run_id = str(plan.get("run_id") or "run")
         if args["start"]:
-            return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"])
+            try:
+                policy = _policy.checked(args["policy"] or {})
+            except ConfigError as exc:
+                return failed(result, "training_results", exc)
+            return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"],
+                              policy)
         judged = bool(args["verdict"] and args["verdict"].get("verdict"))
         stop, stages = _results.stop_and_stages(
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
@@ -79,13 +87,14 @@ class ActionModule(ActionBase):
             result["msg"] = "%s: %s" % (document["headline"], ", ".join(sorted(written["paths"].values())))
         return result
 
-    def start(self, result, plan, run_dir, run_id, controller, launched):
-        """The nodes' containers started: an earlier run's files apart, the launch marked, the guard started."""
+    def start(self, result, plan, run_dir, run_id, controller, launched, policy):
+        """The nodes' containers started: an earlier run's files apart, the launch marked with the verdict's
+        policy, the guard started."""
         moved = guard = None
         try:
             moved = _results.keep_earlier_run(run_dir, run_id)
             if launched:
-                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, {"time": time.time()})
+                _report_guard.mark(run_dir, run_id, _results.LAUNCHED_FILE, _policy.launch_record(policy, time.time()))
             guard = _report_guard.spawn(plan, run_dir, controller, AnsibleCollectionConfig.collection_paths)
         except OSError as exc:
             # Never the run's failure: the reports are written at its end as always, only an interrupt goes unreported.

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm, _run_ship
 from ansible_collections.clusterval.training.plugins.module_utils._container import create_body
-from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
-from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError, ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction, failed
 
 MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_launch_slurm.__file__))
 
@@ -44,15 +43,14 @@ def node_parts(plan: dict[str, Any], hosts: list[str], shipments: dict[str, Any]
     return parts
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(CollectionAction):
     _supports_check_mode = True
     _supports_async = False
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars or {})
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._validated(ARGUMENT_SPEC, "training_slurm")
         settings = dict(args["settings"], deadline=args["deadline"])
         plan = args["plan"]
         try:
@@ -64,8 +62,10 @@ class ActionModule(ActionBase):
             status = _run_ship.status_dir(plan["data_cache_dir"], plan["run_id"])
             sources = _run_ship.module_closure(MODULE_UTILS_DIR, start="_slurm_step")
             job = _launch_slurm.job(plan, args["hosts"], parts, settings, sources, status)
-        except (ConfigError, KeyError, TypeError, ValueError) as exc:
-            result.update(failed=True, msg="training_slurm: %s" % getattr(exc, "message", exc))
+        except ClustervalError as exc:
+            return failed(result, "training_slurm", exc)
+        except (KeyError, TypeError, ValueError) as exc:
+            result.update(failed=True, msg="training_slurm: %s" % exc)
             return result
         result.update(changed=False, job=job, status_dir=status,
                       msg="sbatch %s: %d nodes, --time=%d, runtime %s" % (

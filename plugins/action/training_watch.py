@@ -25,6 +25,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._controller im
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, ClusterLimits, Limits, final_step_of)
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
 
 LOG_MODULE = "clusterval.training.training_log"
 STATUS_MODULE = "clusterval.training.training_status"
@@ -83,8 +84,7 @@ class ActionModule(ActionBase):
                 return self._cluster_poll(result, plan, args, task_vars)
             return self._direct_look(result, plan, args, task_vars)
         except ConfigError as exc:
-            result.update(failed=True, done=True, msg=f"training_watch: {exc}")
-            return result
+            return dict(failed(result, "training_watch", exc), done=True)
         except OSError as exc:
             # The watch keeps its memory in the run directory: a controller that cannot write there is said so.
             reason = exc.strerror if is_write_fault(exc) else str(exc)

@@ -72,8 +72,8 @@ from ansible_collections.clusterval.training.plugins.module_utils._console impor
 from ansible_collections.clusterval.training.plugins.module_utils._report import results_document
 from ansible_collections.clusterval.training.plugins.module_utils._report_guard import spawn
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
-from ansible_collections.clusterval.training.plugins.module_utils._results import INTERRUPT_FILE, run_watch_dir
-from ansible_collections.clusterval.training.plugins.module_utils._stopping import final_verdict, interrupt_line
+from ansible_collections.clusterval.training.plugins.module_utils._results import (
+    INTERRUPT_FILE, final_headline, interrupt_line, run_watch_dir)
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
@@ -338,11 +338,12 @@ class CallbackModule(CallbackBase):
         if self.verdict is None and self.written is None and not self.teardown_failures:
             return
         if self.written is not None:  # training_results' headline has the teardown already
-            text = final_verdict(headline(self.written), failed_hosts(stats), {})
+            text = final_headline(headline(self.written), [], failed_hosts(stats))
             simulated = self.written.get("simulated")
         else:
             verdict = self.verdict or {"verdict": "FAIL", "headline": "FAIL: stopped before the verdict"}
-            text = final_verdict(headline(verdict), failed_hosts(stats), self.teardown_failures)
+            teardown = [self.teardown_failures[host] for host in sorted(self.teardown_failures)]
+            text = final_headline(headline(verdict), teardown, failed_hosts(stats))
             simulated = verdict.get("simulated")
         self._display.banner("TRAINING REPORT")
         self._display.display("VERDICT: %s%s" % (text, " (SIMULATED)" if simulated else ""))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view as plan_node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view as plan_node_view
 
 
 def node_view(plan, host):

@@ -9,7 +9,7 @@ import os
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_ship
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 MODULE_UTILS_DIR = os.path.dirname(os.path.abspath(_run_ship.__file__))
 

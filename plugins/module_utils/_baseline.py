@@ -15,13 +15,14 @@ import json
 import math
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import (
     HIGHER, THROUGHPUT_PREFERENCE, direction_of)
 
 DEFAULT_TOLERANCE_PCT = 5.0
 
 
-class BaselineError(ValueError):
+class BaselineError(ClustervalError, ValueError):
     """A baseline that cannot be used; the message names the file and what is wrong."""
 
 

@@ -21,7 +21,7 @@ import re
 import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _megatron, _primus
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_megatron, _stack_primus
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
 
 SIDES = ("nvidia", "amd")
@@ -159,7 +159,7 @@ def row_of(value: Any, index: int, path: str) -> Row:
     arguments = per_side(value.get("set") or {}, join_path(path, "set"))
     for side, values in arguments.items():
         for dest in values:
-            if dest not in _megatron.ARGUMENTS and side == "nvidia":
+            if dest not in _stack_megatron.ARGUMENTS and side == "nvidia":
                 raise ConfigError(join_path(join_path(path, "set"), dest), "a Megatron-LM argument this collection knows",
                                   show(dest))
     env = per_side(value.get("env") or {}, join_path(path, "env"))
@@ -251,14 +251,14 @@ def launch_arguments(node: Mapping[str, Any], stack: str) -> Dict[str, Any]:
     if stack == "primus":
         for path, content in files.items():
             if path.endswith("/primus_experiment.yaml"):
-                return _primus.read_overrides(content)
+                return _stack_primus.read_overrides(content)
         raise ValueError("the plan has no Primus experiment file")
     for path, content in files.items():
         if path.endswith("/launch.sh"):
             for line in content.splitlines():
                 if "pretrain_gpt.py" in line:
                     words = shlex.split(line.split(">>", 1)[0])
-                    return _megatron.parse_argv(words[words.index("pretrain_gpt.py") + 1:])
+                    return _stack_megatron.parse_argv(words[words.index("pretrain_gpt.py") + 1:])
     raise ValueError("the launch script runs no pretrain_gpt.py")
 
 
@@ -266,8 +266,8 @@ def launch_value(arguments: Mapping[str, Any], dest: str, stack: str) -> Any:
     """A rendered argument's value; a Megatron-LM flag left out has its default."""
     if dest in arguments:
         return arguments[dest]
-    if stack == "megatron" and dest in _megatron.ARGUMENTS:
-        return _megatron.argument_default(dest)
+    if stack == "megatron" and dest in _stack_megatron.ARGUMENTS:
+        return _stack_megatron.argument_default(dest)
     return Unset
 
 

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _compare, _logs
 from ansible_collections.clusterval.training.plugins.module_utils._compare import SIDES, Comparison, Mismatch
-from ansible_collections.clusterval.training.plugins.module_utils._plan import (
-    PlanOptions, node_view, plan_run)
+from ansible_collections.clusterval.training.plugins.module_utils._plan import PlanOptions, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import (
     PALETTE, Curve, environment, svg_chart)
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import log_format

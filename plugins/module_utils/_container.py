@@ -16,12 +16,13 @@ from typing import Any, Dict, Mapping, Optional
 from urllib.parse import quote
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError
 
 DIGEST_LABEL = "clusterval.container_digest"
 SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
 
 
-class DockerError(Exception):
+class DockerError(ClustervalError):
     """The daemon refused a request; the message says which and why."""
 
 

@@ -18,7 +18,12 @@ class Problem(NamedTuple):
         return "%s: expected %s, found %s" % (self.path, self.expected, self.found)
 
 
-class ConfigError(Exception):
+class ClustervalError(Exception):
+    """The collection's own errors, their base: an action turns one into a failed result with its message
+    (``plugins/plugin_utils/_action.failed``), never a traceback."""
+
+
+class ConfigError(ClustervalError):
     """One or several problems in a training config, its overrides or the plan arguments.
 
     `found` is shown as given when it is a string (callers describe it, quoting values with `show`).

@@ -41,6 +41,7 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 
@@ -53,7 +54,7 @@ BAD = (SLOW, BELOW, FAILED)
 RATE_CHECKS = ("threshold", "straggler", "convergence")
 
 
-class IsolateError(Exception):
+class IsolateError(ClustervalError):
     """Bad input to the isolation, with the variable it came from."""
 
 

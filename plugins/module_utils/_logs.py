@@ -20,6 +20,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import LOG_FORMATS, NAMES, log_format
 from ansible_collections.clusterval.training.plugins.module_utils._steady import SteadyMeans
 from ansible_collections.clusterval.training.plugins.module_utils._failures import (
     ANCHORS, BUILTIN_SIGNATURES, UserPattern, compile_advisories, compile_user_patterns, is_consequence,
@@ -38,7 +39,7 @@ HOLD_MAX_BYTES = 1024 * 1024
 # Errors found by their shape (an exception line, a traceback header), not by a known signature.
 GENERIC_PATTERNS = ("exception", "traceback")
 CONTINUATION_LINES = 3
-FRAMEWORKS = ("maxtext", "megatron", "nxdt")
+FRAMEWORKS = LOG_FORMATS
 SIMULATOR_BANNER = "[clusterval simulator]"
 NCCL_INFO = b" NCCL INFO "
 ANCHOR_TEXTS = tuple(anchor.decode() for anchor in ANCHORS)
@@ -254,8 +255,9 @@ class LogParser:
                  seq_length: Optional[int] = None, world_size: Optional[int] = None,
                  max_errors: int = 100, max_steps: Optional[int] = None, warmup_steps: Optional[int] = None,
                  advisories: Optional[Iterable[Any]] = None) -> None:
-        if framework not in FRAMEWORKS + ("auto",):
-            raise ValueError("framework: expected one of maxtext, megatron, nxdt, auto, found %r" % (framework,))
+        if framework not in NAMES + ("auto",):
+            raise ValueError("framework: expected one of %s, auto, found %r" % (", ".join(NAMES), framework))
+        framework = log_format(framework)
         self.requested = framework
         self.user_patterns: List[UserPattern] = compile_user_patterns(patterns)
         self.advisories = compile_advisories(advisories)

@@ -36,6 +36,7 @@ METRICS: Dict[str, MetricDef] = _define(
     MetricDef("seconds", LOWER, "s", "MaxText seconds per step"),
     MetricDef("mem_usage", LOWER, "fraction", "GPU memory in use (ROCm Megatron-LM mem usages)"),
     MetricDef("mem_used_gb", LOWER, "GB", "GPU memory in use (Primus hip mem usage)"),
+    MetricDef("throughput", HIGHER, "seq/s", "Neuronx Distributed Training throughput of its progress line"),
     # per job
     MetricDef("tokens_per_sec_total", HIGHER, "tokens/s", "tokens per second of the whole job"),
     MetricDef("scaling_efficiency_pct", HIGHER, "%", "per-GPU throughput against a single-node run or a baseline"),

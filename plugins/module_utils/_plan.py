@@ -2,9 +2,8 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The per-host plan: from a training config and an ordered list of hosts, everything each node needs.
 
-The plan's shape is fixed in docs/architecture.md ("The plan"). It comes in two forms: the full form
-(`plan_run`), where every node carries its whole part, and the compact form (`compact_plan`), where what
-all nodes share is stored once; `node_view` gives a node's whole part from either.
+The plan's shape is fixed in docs/architecture.md ("The plan"). This is the full form (`plan_run`); its
+compact form and a node's view of either are ``_plan_form``'s.
 """
 from __future__ import annotations
 
@@ -13,10 +12,10 @@ import datetime
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _maxtext, _megatron, _primus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _stack_megatron, _stack_primus
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -42,34 +41,31 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
     join_path,
     show,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
 from ansible_collections.clusterval.training.plugins.module_utils._run_ship import (
     HF_TOKEN_MOUNT, handed_token_path, launch_script)
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import LOWER, direction_of
+from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import (
+    container_config, container_labels, container_parts, is_simulator, output_mounts, realism)
 from ansible_collections.clusterval.training.plugins.module_utils._models import effective_model
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import (
+    ENV_LIKE_KEY, Context, Host, Job, PlanOptions)
+# node_view: also for the readers that still import it from here (the integration tests)
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import (  # pylint: disable=unused-import
+    FULL_FORM, node_view)
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, PLANNED, PRIMUS, STACKS
-from ansible_collections.clusterval.training.plugins.module_utils._rdma import (
-    foreign_provider_mounts, provider_of, rdma_lib_copy, rdma_setup)
+from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
-from ansible_collections.clusterval.training.plugins.module_utils._xla import (
-    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
 
 FRAMEWORKS = PLANNED
-FULL_FORM = "full"
-COMPACT_FORM = "compact"
-# Kept in `nodes[host]` of the compact form even when every node has the same value: they say who the node is.
-NODE_IDENTITY = ("host", "address", "job", "node_rank", "prints_steps")
-SIMULATOR_REPOSITORY = "clusterval/simulator"
-# The real-framework image of the simulated cluster (simulator/real/): real MaxText, JAX and XLA on CPU.
-REAL_FRAMEWORK_REPOSITORY = "clusterval/jax-maxtext"
 DEFAULT_JAX_PORT = 1234
-MASTER_PORTS = {MEGATRON: _megatron.DEFAULT_MASTER_PORT, PRIMUS: _primus.DEFAULT_MASTER_PORT}
+MASTER_PORTS = {MEGATRON: _stack_megatron.DEFAULT_MASTER_PORT, PRIMUS: _stack_primus.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
 SINGLE_NODE_NCCL = {"NCCL_IB_DISABLE": "1", "NCCL_SHM_DISABLE": "0", "NCCL_P2P_DISABLE": "0"}
 
-CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Far beyond any validation run (the suite's run tens to a few thousand steps).
@@ -80,13 +76,6 @@ SECRET_NAME = re.compile(r"(?i)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KE
 CONTAINER_CONFIG_SHAPES = {"env_dict": (dict, "an object of variable names to values"),
                            "volume_dict": (dict, "an object of host paths to container paths"),
                            "device_list": (list, "a list of devices")}
-SHM_SIZE = re.compile(r"^[0-9]+(?:\.[0-9]+)?[bkmgtpBKMGTP]?(?:[iI]?[bB])?$")
-DEVICE_PERMISSIONS = re.compile(r"^[rwm]{1,3}$")
-# Lowercase config keys that stand for the upper-case environment variable of the same name.
-ENV_LIKE_KEY = re.compile(
-    r"^(?:nccl_|rccl_|nvte_|hsa_|hip_|torch_|pytorch_|omp_|fi_|ucx_|miopen_|hipblaslt_|tensile_|"
-    r"gloo_socket_ifname$|gpu_max_hw_queues$|xla_python_client_mem_fraction$|cuda_device_max_connections$)"
-)
 # The config keys the planner reads (besides the environment-like ones, xla_* flags and _documentation);
 # distributed_training and dataset_source are the suite's, their meaning derived (model_params mode, mock_data).
 CONFIG_KEYS = frozenset((
@@ -119,72 +108,6 @@ HINTS = {
     "config.training_iterations": "an iteration count (overrides, the action's iterations or -e training_iterations)",
     "config.training_steps": "a step count (overrides, the action's iterations or -e training_iterations)",
 }
-
-
-@dataclass(frozen=True)
-class Host:
-    name: str
-    address: str
-    # the inventory's training_gpu_vendor for the host (amd or nvidia); None: the config's or the image's
-    gpu_vendor: Optional[str] = None
-
-
-@dataclass
-class PlanOptions:
-    config_path: str = ""
-    model: Optional[str] = None
-    gpu_arch: Optional[str] = None
-    mode: Optional[str] = None
-    framework: Optional[str] = None
-    overrides: Optional[Dict[str, Any]] = None
-    iterations: Optional[int] = None
-    run_id: Optional[str] = None
-    remote_user: str = "root"
-    warmup_steps: Optional[int] = None
-    # None: the config's training.gpus_per_node (versioned format), else DEFAULT_GPUS_PER_NODE.
-    gpus_per_node: Optional[int] = None
-    # The versioned format's sweep to run; None: the first enabled one.
-    sweep: Optional[str] = None
-    now: Optional[datetime.datetime] = None
-    # The controller hands the HF token to every node (AWX credential): hf_token_file is the run's copy.
-    hf_token_handed: bool = False
-    # The image to run (training_container_image, an inventory value): wins over config.container_image(s).
-    container_image: Optional[str] = None
-    # What the nodes' GPU tools said (host -> the training_gpus module's result), when the plan had to ask
-    # them: training_gpu_arch not given and the config offers several archs, or training_gpu_arch=auto.
-    gpus_found: Optional[Dict[str, Any]] = None
-
-
-@dataclass
-class Job:
-    name: str
-    hosts: List[Host]
-    coordinator_address: str
-    coordinator_port: int
-
-    @property
-    def nnodes(self) -> int:
-        return len(self.hosts)
-
-
-@dataclass
-class Context:
-    """What is known about the run once the config is merged, resolved and checked."""
-    framework: str
-    selection: Selection
-    config: Dict[str, Any]
-    params: Dict[str, Any]
-    options: PlanOptions
-    total_steps: int
-    run_id: str
-    run_dir: str
-    warnings: List[str] = field(default_factory=list)
-    versioned: Optional[Versioned] = None
-    xla_checked: Optional[Dict[str, Any]] = None
-    gpu_vendor: str = _gpus.AMD
-    gpu_vendor_source: str = "the default"
-    gpu_arch_source: str = "the config's only arch entry"
-    gpu_arch_detected: Optional[_arch.Detected] = None
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -269,9 +192,9 @@ def plan_document(raw_config: Mapping[str, Any], hosts: List[Host], options: Pla
         "remote_user": options.remote_user,
         "data_cache_dir": absolute_path(ctx.config, "data_cache_dir"),
         "mock_data": to_bool(ctx.config.get("mock_data", "True"), "config.mock_data"),
-        "final_step": STACKS[ctx.framework].final_step(ctx.total_steps),
+        "final_step": common["log"]["final_step"],
         "total_steps": ctx.total_steps,
-        "warmup_steps": warmup_steps(ctx),
+        "warmup_steps": common["log"]["warmup_steps"],
         "jobs": [job_summary(job) for job in jobs],
         "gpus_per_node": options.gpus_per_node,
         **judged_against(ctx, jobs[0].nnodes),
@@ -549,7 +472,7 @@ def coordinator_port(ctx: Context) -> int:
 def check_parallelism(ctx: Context, nnodes: int) -> None:
     gpus = to_int(ctx.options.gpus_per_node, "gpus_per_node", minimum=1)
     if ctx.framework == MAXTEXT:
-        _maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
+        _stack_maxtext.check_parallelism(ctx.params, gpus, nnodes, ctx.selection.path)
         return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
@@ -593,7 +516,7 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
     versioned = ctx.versioned
     labels = dict(run_labels(ctx.framework, ctx.params), NNODES=nnodes, STEPS=ctx.total_steps)
     if ctx.framework == MAXTEXT:
-        batch = _maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
+        batch = _stack_maxtext.typed(labels.get("BATCH"), join_path(ctx.selection.path, "per_device_batch_size"))
         labels["GBS"] = batch * nnodes * ctx.options.gpus_per_node if isinstance(batch, (int, float)) else None
     path = _threshold_file.find(ctx.options.config_path, versioned.threshold_json)
     source = {"sweep": versioned.sweep, "run_settings": labels, "scaling_baseline": versioned.scaling_baseline}
@@ -689,13 +612,6 @@ def env_section(values: Any, path: str) -> Dict[str, str]:
                 if not is_documentation_key(name) and not is_unset(value))
 
 
-def container_config(ctx: Context) -> Dict[str, Any]:
-    container = ctx.config.get("container_config", {})
-    if not isinstance(container, dict):
-        raise ConfigError("config.container_config", "an object", type_name(container))
-    return container
-
-
 def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
     """A token in the environment would be in the plan, plan.json, the output and docker inspect."""
     for name in values:
@@ -703,41 +619,6 @@ def refuse_secrets(values: Mapping[str, Any], path: str) -> None:
             raise ConfigError(join_path(path, name), "no secret in env_dict: put the token in a file and set "
                               "config.hf_token_file to its path (mounted read-only, never in the plan)",
                               "a value (not shown)")
-
-
-def xla_flags(ctx: Context) -> str:
-    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
-    top = {key: value for key, value in ctx.config.items()
-           if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
-    sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
-               (ctx.params.get("xla_flags", {}), join_path(ctx.selection.path, "xla_flags"))]
-    for flags, path in sources[1:]:
-        if not isinstance(flags, dict):
-            raise ConfigError(path, "an object of flag names to values", type_name(flags))
-    hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
-    version = jaxlib_version(ctx)
-    ctx.xla_checked = xla_check_statement(version)
-    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
-    ctx.warnings.extend(warnings)
-    return rendered
-
-
-def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:
-    """The jaxlib version the image runs and where that comes from: config.jaxlib_version, else the image tag."""
-    if ctx.config.get("jaxlib_version") is not None and not is_unset(ctx.config["jaxlib_version"]):
-        return checked_version(ctx.config["jaxlib_version"], "config.jaxlib_version"), "config.jaxlib_version"
-    image = str(ctx.config.get("container_image", ""))
-    found = version_from_image(image)
-    return (found, "from the image tag %s" % image) if found else None
-
-
-def xla_check_statement(version: Optional[Tuple[str, str]]) -> Dict[str, Any]:
-    if version:
-        return {"jaxlib": version[0], "source": version[1],
-                "text": "XLA flags checked against jaxlib %s (%s)" % version}
-    return {"jaxlib": None, "source": None,
-            "text": "XLA flags checked against the catalogue only: neither config.jaxlib_version nor the image "
-                    "tag names the image's jaxlib (measured: %s)" % ", ".join(MEASURED_JAXLIB)}
 
 
 # -- per-node parts -------------------------------------------------------------------------------
@@ -765,7 +646,19 @@ def common_node_parts(ctx: Context) -> Dict[str, Any]:
     return {**framework, "env": env, "container": container, "directories": directories,
             "simulated": is_simulator(container["image"]),
             "realism": realism(container["image"]),
-            "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None}
+            "hf_token_file": hf_token_file if isinstance(hf_token_file, str) else None,
+            "log": run_log(ctx)}
+
+
+def run_log(ctx: Context) -> Dict[str, Any]:
+    """How the run reads every node's log, decided once by the stack: the run asks no stack question."""
+    stack = STACKS[ctx.framework]
+    return {"format": stack.parser, "final_step": stack.final_step(ctx.total_steps), "warmup_steps": warmup_steps(ctx)}
+
+
+def node_log(common: Mapping[str, Any], node: Mapping[str, Any], stack: str) -> Dict[str, Any]:
+    """The node's ``log`` block: the run's, with the sizes its parser needs for tokens per GPU."""
+    return {**common["log"], **(megatron_sizes(node) if STACKS[stack].sized_log else {})}
 
 
 def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
@@ -785,267 +678,8 @@ def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
     return {name: value for name, value in env.items() if name not in foreign}
 
 
-def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
-    path = ctx.selection.path
-    check = _maxtext.check_model(ctx.selection.model, ctx.params, path)
-    ctx.warnings.extend(check.warnings)
-    values = _maxtext.maxtext_params(ctx.params, path)
-    ctx.warnings.extend(_maxtext.key_warnings(str(ctx.config.get("container_image", "")), values, path))
-    enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
-    yaml_path = "%s/maxtext.yml" % ctx.run_dir
-    output_dir = "%s/output" % ctx.run_dir
-    content = _maxtext.build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
-    root = maxtext_root(ctx)
-    candidates = train_script_paths(ctx, root)
-    lines, display = _maxtext.run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
-    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
-            "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
-            "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
-
-
-def maxtext_root(ctx: Context) -> str:
-    """The MaxText checkout in the image: config.maxtext_root, else the vendor's images' (ROCm: /workspace/maxtext,
-    NVIDIA's JAX-Toolbox: /opt/maxtext)."""
-    root = ctx.config.get("maxtext_root", _gpus.VENDOR_FACTS[ctx.gpu_vendor].maxtext_root)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.maxtext_root", "an absolute path in the image without spaces", show(root))
-    return root.rstrip("/") or "/"
-
-
-def train_script_paths(ctx: Context, root: str = _maxtext.WORKDIR) -> List[str]:
-    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones,
-    under the image's MaxText checkout)."""
-    known = [root + path[len(_maxtext.WORKDIR):] for path in _maxtext.TRAIN_SCRIPTS]
-    paths = ctx.config.get("train_script_paths", known)
-    if not isinstance(paths, list) or not paths:
-        raise ConfigError("config.train_script_paths", "a list of paths in the image", show(paths))
-    for index, path in enumerate(paths):
-        if not isinstance(path, str) or not path.startswith("/") or any(ch.isspace() for ch in path):
-            raise ConfigError(join_path("config.train_script_paths", index), "an absolute path without spaces",
-                              show(path))
-    return list(paths)
-
-
-def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    settings = _megatron.model_env(ctx.selection.model, ctx.params, ctx.selection.path)
-    ctx.warnings.extend(settings.warnings)
-    if ctx.total_steps < 4:
-        ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
-                            "least 4 iterations" % ctx.total_steps)
-    arguments = _megatron.configured_arguments(ctx.config)
-    if arguments is not None:
-        return megatron_args_parts(ctx, data_cache_dir, arguments)
-    log_dir = "%s/megatron" % ctx.run_dir
-    env = dict(settings.env)
-    env.update(_megatron.data_env(ctx.config, data_cache_dir))
-    env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
-                "TEE_OUTPUT": "1"})
-    lines, display = _megatron.run_lines(settings.script, "%s/training.log" % ctx.run_dir)
-    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
-            "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
-
-
-def megatron_args_parts(ctx: Context, data_cache_dir: str, configured: Mapping[str, Any]) -> Dict[str, Any]:
-    """config.megatron_arguments: pretrain_gpt.py under torchrun with Megatron-LM's own arguments (NGC images),
-    the model_params' arguments first, the configured ones over them."""
-    arguments = _megatron.params_arguments(ctx.params, ctx.total_steps, ctx.selection.path)
-    data = _megatron.data_env(ctx.config, data_cache_dir)
-    arguments.update({"mock_data": data["MOCK_DATA"] == "1", "data_cache_path": data_cache_dir})
-    if "DATA_PATH" in data:
-        arguments["data_path"] = data["DATA_PATH"]
-    arguments.update(configured)
-    argv = _megatron.render_argv(arguments, "config.megatron_arguments")
-    lines, display = _megatron.args_run_lines(argv, ctx.options.gpus_per_node, "%s/training.log" % ctx.run_dir)
-    env = {"SEQ_LENGTH": str(arguments.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
-    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
-            "directories": [], "trains_model": ctx.selection.model, "script_candidates": [],
-            "megatron_argv": argv}
-
-
-def primus_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    """Primus: the experiment file (model file and Megatron-LM overrides) and examples/run_pretrain.sh."""
-    path = ctx.selection.path
-    model = _primus.model_file(ctx.selection.model, path)
-    values = _primus.overrides(ctx.params, ctx.config, ctx.total_steps, path, data_cache_dir)
-    exp_path = "%s/primus_experiment.yaml" % ctx.run_dir
-    content = _primus.render(_primus.experiment(ctx.run_id, model, values))
-    lines, display = _primus.run_lines(exp_path, "%s/primus/train.log" % ctx.run_dir, ctx.options.gpus_per_node,
-                                       "%s/training.log" % ctx.run_dir)
-    root = ctx.config.get("primus_root", _primus.WORKDIR)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.primus_root", "an absolute path in the image without spaces", show(root))
-    env = {"SEQ_LENGTH": str(values.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
-    return {"env": env, "workdir": root.rstrip("/") or "/", "run_lines": lines, "command": display,
-            "files": [{"path": exp_path, "mode": "0644", "content": content}],
-            "directories": ["%s/primus" % ctx.run_dir], "trains_model": ctx.selection.model,
-            "script_candidates": []}
-
-
-def megatron_root(ctx: Context) -> str:
-    """The Megatron-LM checkout in the image: config.megatron_root (the suite's key), else the ROCm images'."""
-    root = ctx.config.get("megatron_root", _megatron.WORKDIR)
-    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
-        raise ConfigError("config.megatron_root", "an absolute path in the image without spaces", show(root))
-    return root.rstrip("/") or "/"
-
-
-STACK_PARTS = {MAXTEXT: maxtext_parts, MEGATRON: megatron_parts, PRIMUS: primus_parts}
-
-
-def container_parts(ctx: Context) -> Dict[str, Any]:
-    container = container_config(ctx)
-    name = to_str(ctx.config.get("container_name", ""), "config.container_name")
-    if not CONTAINER_NAME.match(name):
-        raise ConfigError("config.container_name", "a Docker container name ([a-zA-Z0-9][a-zA-Z0-9_.-]+)",
-                          show(name))
-    image = to_str(ctx.config.get("container_image", ""), "config.container_image").strip()
-    if not image or any(ch.isspace() for ch in image):
-        raise ConfigError("config.container_image", "a Docker image reference", show(image))
-    shm_size = to_str(ctx.config.get("shm_size", "64G"), "config.shm_size").strip()
-    if not SHM_SIZE.match(shm_size):
-        raise ConfigError("config.shm_size", "a size such as 256G", show(shm_size))
-    image_vendor = _gpus.vendor_of_image(image)
-    if image_vendor and image_vendor != ctx.gpu_vendor:
-        wanted = ("an image for %s GPUs (%s from %s: training_container_image or config.container_images.%s names "
-                  "one, e.g. NGC PyTorch with Megatron-LM or NVIDIA's JAX/MaxText image on NVIDIA nodes)"
-                  % (ctx.gpu_vendor, ctx.gpu_vendor, ctx.gpu_vendor_source, ctx.gpu_vendor))
-        raise ConfigError("config.container_image", wanted, "%s, an image for %s GPUs" % (show(image), image_vendor))
-    return {
-        "name": name,
-        "image": image,
-        **gpu_access(ctx, devices(container.get("device_list", []))),
-        "volumes": with_mounts(nic_volumes(ctx, volumes(container.get("volume_dict", {}))),
-                               rdma_lib_copy(ctx.config.get("rdma_lib"))[0] + ["%s:%s" % (ctx.run_dir, ctx.run_dir)]),
-        "shm_size": shm_size,
-        "network_mode": "host",
-        "ipc_mode": "host",
-        "privileged": False,
-        "capabilities": ["IPC_LOCK", "SYS_PTRACE"],
-        "security_opts": ["seccomp=unconfined"],
-        "ulimits": ["memlock:-1:-1", "stack:67108864:67108864"],
-    }
-
-
-def nic_volumes(ctx: Context, configured: List[str]) -> List[str]:
-    """The config's volumes less another NIC's RDMA provider library: config.nic_type names the NIC (cx7:
-    mlx5), else the vendor's usual one (NVIDIA nodes: ConnectX, mlx5); a warning names what is not mounted."""
-    nic_type = ctx.config.get("nic_type")
-    provider = provider_of(nic_type) if isinstance(nic_type, str) and not is_unset(nic_type) else \
-        _gpus.VENDOR_FACTS[ctx.gpu_vendor].hca_provider
-    dropped = foreign_provider_mounts(configured, provider)
-    if dropped:
-        ctx.warnings.append("config.container_config.volume_dict: %s not mounted: the nodes' HCAs are %s's (%s)"
-                            % (", ".join(dropped), provider, "config.nic_type %s" % nic_type
-                               if isinstance(nic_type, str) else "%s nodes" % ctx.gpu_vendor))
-    return [volume for volume in configured if volume not in dropped]
-
-
-def gpu_access(ctx: Context, configured: List[str]) -> Dict[str, Any]:
-    """How the container gets its GPUs. AMD: the config's devices (/dev/kfd, /dev/dri) and the video and render
-    groups. NVIDIA: Docker's device request (config.gpu_access device_request, the default, or cdi; config.gpu_ids
-    for some GPUs only), no group, and none of AMD's device nodes (dropped with a warning)."""
-    vendor = _gpus.VENDOR_FACTS[ctx.gpu_vendor]
-    others = [facts for name, facts in _gpus.VENDOR_FACTS.items() if name != vendor.name]
-    dropped = [device for device in configured if any(_gpus.is_gpu_device(device, other) for other in others)]
-    if dropped:
-        ctx.warnings.append("config.container_config.device_list: %s not given to the container on %s GPUs"
-                            % (", ".join(dropped), ctx.gpu_vendor))
-    access = to_str(ctx.config.get("gpu_access", "device_request"), "config.gpu_access")
-    if access not in _gpus.GPU_ACCESS:
-        raise ConfigError("config.gpu_access", "one of %s" % ", ".join(_gpus.GPU_ACCESS), show(access))
-    ids = ctx.config.get("gpu_ids")
-    if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) and i.strip() for i in ids)):
-        raise ConfigError("config.gpu_ids", "a list of GPU indexes or UUIDs as strings", show(ids))
-    parts: Dict[str, Any] = {"devices": [device for device in configured if device not in dropped],
-                             "groups": list(vendor.groups)}
-    requests = _gpus.device_requests(vendor.name, access, ids)
-    if requests:
-        parts["device_requests"] = requests
-    return parts
-
-
-def devices(values: Any) -> List[str]:
-    path = "config.container_config.device_list"
-    if not isinstance(values, list):
-        raise ConfigError(path, "a list of devices", type_name(values))
-    checked = []
-    for index, value in enumerate(values):
-        item_path = join_path(path, index)
-        parts = value.split(":") if isinstance(value, str) else []
-        paths_ok = 1 <= len(parts) <= 3 and all(part.startswith("/") for part in parts[:2])
-        perms_ok = len(parts) < 3 or DEVICE_PERMISSIONS.match(parts[2])
-        if not paths_ok or not perms_ok or any(ch.isspace() for ch in value):
-            raise ConfigError(item_path, "host[:container[:permissions]] with absolute paths and rwm",
-                              show(value))
-        checked.append(value)
-    return checked
-
-
-def volumes(values: Any) -> List[str]:
-    path = "config.container_config.volume_dict"
-    if not isinstance(values, dict):
-        raise ConfigError(path, "an object of host paths to container paths", type_name(values))
-    checked = []
-    for source, target in values.items():
-        if is_documentation_key(source):
-            continue
-        item_path = join_path(path, source)
-        if not isinstance(target, str) or not target.startswith("/") or ":" in target or ":" in source \
-                or not source:
-            raise ConfigError(item_path, "a host path mapped to an absolute container path (no ':')",
-                              show(target))
-        if not source.startswith("/"):
-            raise ConfigError(item_path, "an absolute host path as the key (Docker would take a relative one "
-                              "for a named volume)", show(source))
-        checked.append("%s:%s" % (source, target))
-    return checked
-
-
-def with_mounts(configured: List[str], needed: List[str]) -> List[str]:
-    """The config's volumes and the needed ones whose container path the config does not mount already."""
-    targets = {volume.split(":")[1] for volume in configured}
-    return configured + [volume for volume in needed if volume.split(":")[1] not in targets]
-
-
-def output_mounts(ctx: Context, workdir: str) -> List[str]:
-    """Host directories mounted under the framework's working directory: its outputs; they must exist."""
-    values = container_config(ctx).get("volume_dict", {})
-    values = values if isinstance(values, dict) else {}
-    return [source for source, target in values.items()
-            if isinstance(target, str) and target.startswith(workdir + "/") and source.startswith("/")]
-
-
-def image_repository(image: str) -> str:
-    repository = image.split("@", 1)[0]
-    if ":" in repository.rsplit("/", 1)[-1]:
-        repository = repository.rsplit(":", 1)[0]
-    return repository
-
-
-def is_repository(image: str, wanted: str) -> bool:
-    repository = image_repository(image)
-    return repository == wanted or repository.endswith("/" + wanted)
-
-
-def is_simulator(image: str) -> bool:
-    return is_repository(image, SIMULATOR_REPOSITORY)
-
-
-def realism(image: str) -> Optional[Dict[str, List[str]]]:
-    """What is real and what is simulated in a run of the real-framework image (None for any other image:
-    a real image on real nodes is real, and the simulator says SIMULATED)."""
-    if not is_repository(image, REAL_FRAMEWORK_REPOSITORY):
-        return None
-    tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
-    maxtext = re.search(r"maxtext-([0-9][0-9.]*[0-9])", tag)
-    jaxlib = version_from_image(image)
-    return {
-        "real": ["MaxText's own train.py%s" % (" (maxtext %s from PyPI)" % maxtext.group(1) if maxtext else ""),
-                 "JAX and XLA%s on CPU, parsing the rendered XLA_FLAGS" % (" (jaxlib %s)" % jaxlib if jaxlib else ""),
-                 "jax.distributed and gloo collectives between the nodes, over their network"],
-        "simulated": ["the GPUs: JAX trains on the nodes' CPUs, so throughput says nothing about GPUs",
-                      "RDMA: the nodes talk TCP (network namespaces on one machine)"],
-    }
+STACK_PARTS = {MAXTEXT: _stack_maxtext.maxtext_parts, MEGATRON: _stack_megatron.megatron_parts,
+               PRIMUS: _stack_primus.primus_parts}
 
 
 def unique(values: Sequence[str]) -> List[str]:
@@ -1066,12 +700,6 @@ def job_node_parts(ctx: Context, job: Job, common: Mapping[str, Any]) -> Dict[st
             "launch": {"argv": ["sh", script_path], "workdir": common["workdir"], "command": common["command"],
                        "hf_token_path": HF_TOKEN_MOUNT,
                        "script_candidates": common["script_candidates"]}}
-
-
-def container_labels(run_id: str, job: str, run_dir: str, data_cache_dir: str) -> Dict[str, str]:
-    """What `playbooks/teardown.yml` and the busy check find a run's containers, run dir and marker by."""
-    return {"clusterval.run_id": run_id, "clusterval.job": job, "clusterval.run_dir": run_dir,
-            "clusterval.managed_by": "clusterval.training", "clusterval.data_cache_dir": data_cache_dir}
 
 
 def node_env(ctx: Context, job: Job, rank: int, common: Mapping[str, Any]) -> Dict[str, str]:
@@ -1096,7 +724,7 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
     container["command"] = job_parts["launch"]["argv"]
     container["env"] = node_env(ctx, job, rank, common)
     container["labels"] = job_parts["labels"]
-    return {
+    node = {
         "host": host.name,
         "address": host.address,
         "job": job.name,
@@ -1115,115 +743,5 @@ def node_plan(ctx: Context, job: Job, rank: int, host: Host, common: Mapping[str
         "container": container,
         "launch": job_parts["launch"],
     }
-
-
-# -- compact form ---------------------------------------------------------------------------------
-
-LeafPath = Tuple[str, ...]
-
-
-def compact_plan(plan: Mapping[str, Any]) -> Dict[str, Any]:
-    """The plan with every node value stored once, at the widest level where it is the same.
-
-    `node_shared` holds what every node of the run has, `jobs[i].node_shared` what every node of that job
-    has beyond it, `nodes[host]` the rest (always with NODE_IDENTITY). Nested objects (container, env,
-    labels, launch) are split key by key. A compact plan comes back unchanged (as a shallow copy).
-    """
-    if plan.get("form") == COMPACT_FORM:
-        return dict(plan)
-    leaves_by_host = {host: node_leaves(node) for host, node in plan["nodes"].items()}
-    run_shared = shared_leaves(list(leaves_by_host.values()))
-    jobs = []
-    job_shared_by_host: Dict[str, Dict[LeafPath, Any]] = {}
-    for job in plan["jobs"]:
-        in_job = shared_leaves([leaves_by_host[host] for host in job["hosts"]])
-        job_shared = {path: value for path, value in in_job.items() if path not in run_shared}
-        jobs.append({**job, "node_shared": nest_leaves(job_shared)})
-        job_shared_by_host.update((host, job_shared) for host in job["hosts"])
-    nodes = {}
-    for host, leaves in leaves_by_host.items():
-        job_shared = job_shared_by_host[host]
-        nodes[host] = nest_leaves({path: value for path, value in leaves.items()
-                                   if path not in run_shared and path not in job_shared})
-    compact: Dict[str, Any] = {}
-    for key, value in plan.items():
-        if key == "nodes":
-            compact["node_shared"] = nest_leaves(run_shared)
-        compact[key] = value
-    compact.update(form=COMPACT_FORM, jobs=jobs, nodes=nodes)
-    return compact
-
-
-def node_leaves(node: Mapping[str, Any], prefix: LeafPath = ()) -> Dict[LeafPath, Any]:
-    """Every value of a node under its key path; non-empty objects are descended into, lists are values."""
-    leaves: Dict[LeafPath, Any] = {}
-    for key, value in node.items():
-        path = prefix + (key,)
-        if isinstance(value, Mapping) and value:
-            leaves.update(node_leaves(value, path))
-        else:
-            leaves[path] = value
-    return leaves
-
-
-def shared_leaves(nodes: Sequence[Mapping[LeafPath, Any]]) -> Dict[LeafPath, Any]:
-    first, others = nodes[0], nodes[1:]
-    return {path: value for path, value in first.items()
-            if path[0] not in NODE_IDENTITY and all(path in other and same_value(other[path], value)
-                                                    for other in others)}
-
-
-def same_value(left: Any, right: Any) -> bool:
-    return left is right or (type(left) is type(right) and left == right)
-
-
-def nest_leaves(leaves: Mapping[LeafPath, Any]) -> Dict[str, Any]:
-    tree: Dict[str, Any] = {}
-    for path, value in leaves.items():
-        branch = tree
-        for key in path[:-1]:
-            branch = branch.setdefault(key, {})
-        branch[path[-1]] = value
-    return tree
-
-
-def node_view(plan: Mapping[str, Any], host: str) -> Dict[str, Any]:
-    """A node's whole part, as `plan["nodes"][host]` of the full form, from a plan of either form."""
-    nodes = plan.get("nodes") if isinstance(plan, Mapping) else None
-    if not isinstance(nodes, Mapping):
-        raise ConfigError("plan.nodes", "a training plan (from clusterval.training.training_plan)",
-                          type_name(plan) if nodes is None else type_name(nodes))
-    if host not in nodes:
-        raise ConfigError(join_path("plan.nodes", str(host)), "a host of the plan (%s)" % hosts_hint(nodes),
-                          "no such host")
-    node = nodes[host]
-    if plan.get("form") != COMPACT_FORM:
-        return node
-    job = plan_job(plan, node.get("job"), join_path(join_path("plan.nodes", str(host)), "job"))
-    return overlay([node, job.get("node_shared", {}), plan.get("node_shared", {})])
-
-
-def hosts_hint(nodes: Mapping[str, Any]) -> str:
-    names = list(nodes)
-    shown = ", ".join(str(name) for name in names[:5])
-    return shown + (" and %d more" % (len(names) - 5) if len(names) > 5 else "")
-
-
-def plan_job(plan: Mapping[str, Any], name: Any, path: str) -> Mapping[str, Any]:
-    for job in plan.get("jobs") or ():
-        if job.get("name") == name:
-            return job
-    raise ConfigError(path, "the name of a job in plan.jobs", show(name))
-
-
-def overlay(layers: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
-    """Objects merged key by key, recursively; for any other value the first layer that has the key wins."""
-    merged: Dict[str, Any] = {}
-    for layer in layers:
-        for key in layer:
-            if key in merged:
-                continue
-            values = [other[key] for other in layers if key in other]
-            nested = len(values) > 1 and all(isinstance(value, Mapping) for value in values)
-            merged[key] = overlay(values) if nested else values[0]
-    return merged
+    node["log"] = node_log(common, node, ctx.framework)
+    return node

@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Sequence
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 MARKER_PREFIX = ".clusterval-preflight-"
 # The preflight role's settings (its variables without the prefix), as settings_from reads them.

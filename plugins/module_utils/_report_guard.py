@@ -93,8 +93,9 @@ def earlier_verdict(run_dir: str, run_id: str) -> Optional[Dict[str, Any]]:
 
 
 def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, Any]]:
-    """The verdict on what the watch saw, by training_assert's own path (the one decision); None without a watch."""
-    from ansible_collections.clusterval.training.plugins.module_utils import _run_watch, _verdict  # pylint: disable=import-outside-toplevel
+    """The verdict on what the watch saw, by training_assert's own path (the one decision) and by the policy the
+    run was started with (``_policy``); None without a watch."""
+    from ansible_collections.clusterval.training.plugins.module_utils import _policy, _run_watch  # pylint: disable=import-outside-toplevel
     run_id = str(plan.get("run_id") or "run")
     if not os.path.exists(os.path.join(run_watch_dir(run_dir, run_id), "run.json")):
         return None
@@ -107,7 +108,7 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
         _run_watch.save_states(directory, memory["states"], memory)
     concluded = _run_watch.conclude(run_dir, run_id, hosts)
     states = concluded.pop("states")
-    outcome = _verdict.verdict(plan, states, 10.0, int(plan.get("warmup_steps") or 3), False, concluded)
+    outcome = _policy.read(directory).judge(plan, states, concluded)
     keys = ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps")
     outcome.update({key: plan.get(key) for key in keys})
     return outcome

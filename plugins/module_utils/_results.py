@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import shlex
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -226,11 +227,33 @@ def with_teardown(outcome: Dict[str, Any], teardown: Optional[Mapping[str, Any]]
     failed = teardown_failures(teardown)
     if failed:
         result["failures"] = list(outcome.get("failures") or []) + failed
-        if result.get("verdict") != "FAIL":
-            result.update(verdict="FAIL", headline="FAIL: teardown failed: %s" % "; ".join(failed))
-        else:
-            result["headline"] = "%s; teardown failed on %d node(s)" % (outcome.get("headline") or "FAIL", len(failed))
+        judged = outcome.get("headline") or "FAIL" if outcome.get("verdict") == "FAIL" else "PASS"
+        result.update(verdict="FAIL", headline=final_headline(judged, failed))
     return result
+
+
+def final_headline(headline: str, teardown_failed: Sequence[str], failed_hosts: Sequence[str] = ()) -> str:
+    """The run's final headline, its one writer (results.json, the VERDICT line): never PASS when the teardown
+    failed (one line per node in ``teardown_failed``) or a host failed after the verdict (the rc is non-zero)."""
+    passed = headline.startswith("PASS")
+    if teardown_failed:
+        if passed:
+            return "FAIL: teardown failed: %s" % "; ".join(teardown_failed)
+        return "%s; teardown failed on %d node(s)" % (headline or "FAIL", len(teardown_failed))
+    if passed and failed_hosts:
+        return "FAIL: the run failed after the verdict on %s (see above)" % ", ".join(sorted(failed_hosts))
+    return headline
+
+
+def interrupt_line(signal_name: str, run_id: Optional[str], inventories: Sequence[str],
+                   lease_timeout: Optional[object]) -> str:
+    """One line: the nodes stop their jobs within the lease timeout, and how to stop them now."""
+    within = "train_lease_timeout, %ss" % lease_timeout if lease_timeout not in (None, "") else "train_lease_timeout"
+    inventory = " ".join("-i %s" % shlex.quote(str(path)) for path in inventories) or "-i <inventory>"
+    which = "-e training_run_id=%s" % shlex.quote(run_id) if run_id else "(every run of the collection)"
+    return ("clusterval: %s: the controller stops here; the nodes stop the job%s themselves within the lease timeout "
+            "(%s). To stop them now: ansible-playbook %s clusterval.training.teardown %s"
+            % (signal_name, " of run %s" % run_id if run_id else "", within, inventory, which))
 
 
 def document_of(plan: Mapping[str, Any], verdict: Optional[Mapping[str, Any]], stop_reason: Optional[str],

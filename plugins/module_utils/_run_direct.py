@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     DOCKER_SOCKET, LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,
-    deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, megatron_sizes, new_state,
+    deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, new_state, parser_args,
     printer_completion, printer_of, progress_of)
 from ansible_collections.clusterval.training.plugins.module_utils._run_watch import (
     DIRECT_DIR, abort_path, read_json, state_path, write_json_atomically)
@@ -30,15 +29,13 @@ class Watch:
     final_step: int
     limits: Limits
     printer: Optional[str]
-    framework: str = "auto"
     docker_socket: str = DOCKER_SOCKET
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits,
                   docker_socket: str = DOCKER_SOCKET) -> "Watch":
         node = node_view(plan, host)
-        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node),
-                   plan.get("framework", "auto"), docker_socket)
+        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node), docker_socket)
 
     @property
     def state_path(self) -> str:
@@ -119,7 +116,7 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
     node = watch.node
     args: Dict[str, Any] = {
         "path": node["log_path"],
-        "framework": watch.framework,
+        **parser_args(node),
         "offset": state["offset"],
         "lineno": state["lineno"],
         "final_step": watch.final_step,
@@ -133,8 +130,6 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
         args["patterns"] = patterns
     if advisories:
         args["advisories"] = advisories
-    if watch.framework == MEGATRON:
-        args.update(megatron_sizes(node))
     return args
 
 
@@ -151,7 +146,7 @@ def fail(run_dir: str, state: State, decision: Decision, secondary: bool = False
 
 def record_unreachable(run_dir: str, state: State, detail: str) -> str:
     msg = f"{state['host']}: unreachable during the run: {detail}"
-    fail(run_dir, state, Decision(True, True, "unreachable", msg))
+    fail(run_dir, state, Decision.failure("unreachable", msg))
     return msg
 
 
@@ -183,7 +178,7 @@ def record_unreadable_log(watch: Watch, state: State, poll: Mapping[str, Any], n
         save_state(watch.run_dir, state)
         return
     msg = f"{watch.host}: reading the training log {watch.node.get('log_path')} failed: {poll.get('msg', '')}"
-    fail(watch.run_dir, state, Decision(True, True, "error", msg))
+    fail(watch.run_dir, state, Decision.failure("error", msg))
 
 
 def printer_state(watch: Watch) -> Optional[Dict[str, Any]]:
@@ -195,7 +190,7 @@ def printer_state(watch: Watch) -> Optional[Dict[str, Any]]:
 def stop_for_abort(run_dir: str, state: State, abort: Mapping[str, Any]) -> None:
     msg = f"{state['host']}: stopped because {abort.get('host')} failed: {abort.get('msg')}"
     state["stopped_by"] = abort.get("host")
-    finish(run_dir, state, Decision(True, False, "aborted", msg))
+    finish(run_dir, state, Decision.finished("aborted", msg))
 
 
 def answer(state: State, final_step: int, now: float) -> Dict[str, Any]:

@@ -109,9 +109,9 @@ def supervisor_stop(state: State) -> Optional[Decision]:
     words = {"lease": "its lease was not renewed in time", "stopped": "the controller asked it to stop",
              "signal": "it was signalled (container stopped)", "deadline": "the run's deadline passed",
              "gang": "the gang start never came", "launch": "the launch command could not start"}
-    return Decision(True, True, SUPERVISOR_STOPS.get(reason, "exit"),
-                    f"{state['host']}: the node's supervisor stopped the job at step {state['last_step']}: "
-                    f"{words.get(reason, reason)}")
+    return Decision.failure(SUPERVISOR_STOPS.get(reason, "exit"),
+                            f"{state['host']}: the node's supervisor stopped the job at step {state['last_step']}: "
+                            f"{words.get(reason, reason)}")
 
 
 def ended(state: State, final_step: int, prints_steps: bool) -> Optional[Decision]:
@@ -119,9 +119,9 @@ def ended(state: State, final_step: int, prints_steps: bool) -> Optional[Decisio
     if state["exit_code"] is None:
         return None
     if int(state["exit_code"]) == 0 and prints_steps and state["final_reached_at"] is not None:
-        return Decision(True, False, "completed", f"{state['host']}: reached the final step {final_step} and exited 0")
+        return Decision.finished("completed", f"{state['host']}: reached the final step {final_step} and exited 0")
     if int(state["exit_code"]) == 0 and not prints_steps:
-        return Decision(True, False, "completed", f"{state['host']}: the training process exited with status 0")
+        return Decision.finished("completed", f"{state['host']}: the training process exited with status 0")
     return exit_decision(state, final_step, prints_steps)
 
 
@@ -143,8 +143,8 @@ def not_exiting(state: State, final_step: int, prints_steps: bool, printer: Opti
     if over_since is None or now - over_since <= cluster.exit_grace:
         return None
     why = "after its final step" if prints_steps else f"after the job's printing node {printer.get('host')} completed"
-    return Decision(True, True, "hang", f"{state['host']}: hang: the training process did not exit "
-                                        f"{cluster.exit_grace:.0f} s {why} (rank {state.get('node_rank', '?')})")
+    return Decision.failure("hang", f"{state['host']}: hang: the training process did not exit "
+                                    f"{cluster.exit_grace:.0f} s {why} (rank {state.get('node_rank', '?')})")
 
 
 def stale(state: State, cluster: ClusterLimits, now: float) -> Optional[Decision]:
@@ -154,8 +154,8 @@ def stale(state: State, cluster: ClusterLimits, now: float) -> Optional[Decision
     if quiet <= allowed:
         return None
     state["stale_timeout"] = allowed
-    return Decision(True, True, "unreachable", f"{state['host']}: no status from the node's supervisor for "
-                                               f"{quiet:.0f} s (timeout {allowed:.0f} s) at step {state['last_step']}")
+    return Decision.failure("unreachable", f"{state['host']}: no status from the node's supervisor for "
+                                           f"{quiet:.0f} s (timeout {allowed:.0f} s) at step {state['last_step']}")
 
 
 def is_consequence(state: State) -> bool:

@@ -41,8 +41,18 @@ class Decision:
     reason: str
     msg: str
 
+    @classmethod
+    def failure(cls, reason: str, msg: str) -> "Decision":
+        """The node is done, and failed."""
+        return cls(done=True, failed=True, reason=reason, msg=msg)
 
-RUNNING = Decision(False, False, "running", "")
+    @classmethod
+    def finished(cls, reason: str, msg: str) -> "Decision":
+        """The node is done, and did not fail."""
+        return cls(done=True, failed=False, reason=reason, msg=msg)
+
+
+RUNNING = Decision(done=False, failed=False, reason="running", msg="")
 
 
 def new_state(host: str, started_at: float) -> State:
@@ -105,16 +115,16 @@ def describe_error(host: str, error: Mapping[str, Any]) -> str:
 def failure_in_log(state: State) -> Optional[Decision]:
     host = state["host"]
     if state["errors"]:
-        return Decision(True, True, "error", describe_error(host, root_error(state["errors"])))
+        return Decision.failure("error", describe_error(host, root_error(state["errors"])))
     bad = first_nonfinite_step(state["steps"])
     if bad is not None:
-        return Decision(True, True, "error", f"{host}: nan failure: non-finite value at step {bad.get('step')} ({bad})")
+        return Decision.failure("error", f"{host}: nan failure: non-finite value at step {bad.get('step')} ({bad})")
     return None
 
 
 def completion(state: State, final_step: int) -> Optional[Decision]:
     if state["completed"] or (state["last_step"] is not None and state["last_step"] >= final_step):
-        return Decision(True, False, "completed", f"{state['host']}: reached the final step {final_step}")
+        return Decision.finished("completed", f"{state['host']}: reached the final step {final_step}")
     return None
 
 
@@ -124,12 +134,12 @@ def exit_decision(state: State, final_step: int, prints_steps: bool) -> Optional
     if exit_code is None:
         return None
     if int(exit_code) != 0:
-        return Decision(True, True, "exit",
-                        f"{host}: the training process exited with status {exit_code} at step {state['last_step']}")
+        return Decision.failure("exit",
+                                f"{host}: the training process exited with status {exit_code} at step {state['last_step']}")
     if not prints_steps:
-        return Decision(True, False, "exit", f"{host}: the training process exited with status 0")
-    return Decision(True, True, "exit", f"{host}: the training process exited with status 0 before the final step "
-                                        f"{final_step} (last step {state['last_step']})")
+        return Decision.finished("exit", f"{host}: the training process exited with status 0")
+    return Decision.failure("exit", f"{host}: the training process exited with status 0 before the final step "
+                                    f"{final_step} (last step {state['last_step']})")
 
 
 def container_ended(state: State) -> Optional[Decision]:
@@ -143,22 +153,22 @@ def container_ended(state: State) -> Optional[Decision]:
     else:
         how = "exited with status %s%s" % (container.get("exit_code"),
                                            " (killed: out of memory)" if container.get("oom_killed") else "")
-    return Decision(True, True, "exit", f"{state['host']}: the training container {name} {how} at step "
-                                        f"{state['last_step']}, before the launch script recorded an exit status")
+    return Decision.failure("exit", f"{state['host']}: the training container {name} {how} at step "
+                                    f"{state['last_step']}, before the launch script recorded an exit status")
 
 
 def printer_completion(state: State, prints_steps: bool,
                        printer_state: Optional[Mapping[str, Any]]) -> Optional[Decision]:
     if not prints_steps and printer_state and printer_state.get("completed"):
-        return Decision(True, False, "completed",
-                        f"{state['host']}: the job's printing node {printer_state.get('host')} completed")
+        return Decision.finished("completed",
+                                 f"{state['host']}: the job's printing node {printer_state.get('host')} completed")
     return None
 
 
 def deadline_passed(state: State, final_step: int, limits: Limits, now: float) -> Optional[Decision]:
     if now - state["started_at"] > limits.deadline:
-        return Decision(True, True, "deadline", (f"{state['host']}: the overall deadline of {limits.deadline:.0f} s "
-                                                 f"passed at step {state['last_step']} of {final_step}"))
+        return Decision.failure("deadline", (f"{state['host']}: the overall deadline of {limits.deadline:.0f} s "
+                                             f"passed at step {state['last_step']} of {final_step}"))
     return None
 
 
@@ -172,8 +182,8 @@ def hang(state: State, limits: Limits, prints_steps: bool, now: float) -> Option
     if quiet_for <= allowed:
         return None
     where = f"after step {state['last_step']}" if started else "before the first step"
-    return Decision(True, True, "hang",
-                    f"{state['host']}: hang: no new step for {quiet_for:.0f} s {where} (timeout {allowed:.0f} s)")
+    return Decision.failure("hang",
+                            f"{state['host']}: hang: no new step for {quiet_for:.0f} s {where} (timeout {allowed:.0f} s)")
 
 
 def progress_of(state: State, final_step: int, now: float) -> Dict[str, Any]:
@@ -221,6 +231,21 @@ def printer_of(plan: Mapping[str, Any], node: Mapping[str, Any]) -> Optional[str
                 if plan["nodes"].get(host, {}).get("prints_steps", True):
                     return host
     return None
+
+
+PARSER_KEYS = ("warmup_steps", "seq_length", "world_size")
+
+
+def parser_args(node: Mapping[str, Any]) -> Dict[str, Any]:
+    """The log parser's arguments (training_log's, the supervisor's) from the node's ``log`` block, which its
+    stack computed once in the plan (``_plan.node_log``): the run asks no stack question."""
+    block = node.get("log")
+    if not isinstance(block, Mapping) or not isinstance(block.get("format"), str):
+        raise ConfigError("plan.nodes.%s.log" % node.get("host"),
+                          "the node's log block (format, final_step, warmup_steps: a plan of this version)", show(block))
+    args = {"framework": block["format"], "final_step": block.get("final_step")}
+    args.update((key, block[key]) for key in PARSER_KEYS if block.get(key) is not None)
+    return args
 
 
 def megatron_sizes(node: Mapping[str, Any]) -> Dict[str, int]:

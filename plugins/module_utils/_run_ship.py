@@ -10,8 +10,7 @@ import re
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.clusterval.training.plugins.module_utils._run_records import megatron_sizes
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MEGATRON, log_format
+from ansible_collections.clusterval.training.plugins.module_utils._run_records import parser_args
 
 # Where the container sees the node's HF token file (mounted read-only); the launch script exports it.
 HF_TOKEN_MOUNT = "/run/clusterval/hf_token"
@@ -131,10 +130,8 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
     """What one node's supervisor needs: paths, bounds and the parser's arguments."""
     run_dir = node["run_dir"]
     status = status_dir(plan["data_cache_dir"], plan["run_id"])
-    parse = {"framework": log_format(plan.get("framework")), "final_step": plan.get("final_step"),
-             "max_steps": int(settings.get("max_steps", 2000)), "patterns": list(settings.get("patterns") or []),
-             "advisories": list(settings.get("advisories") or [])}
-    parse.update(settings.get("parse_extra") or {})
+    parse = {**parser_args(node), "max_steps": int(settings.get("max_steps", 2000)),
+             "patterns": list(settings.get("patterns") or []), "advisories": list(settings.get("advisories") or [])}
     return {
         "host": node["host"],
         "run_id": plan["run_id"],
@@ -158,11 +155,8 @@ def node_shipment(plan: Mapping[str, Any], node: Mapping[str, Any], settings: Ma
                   module_utils_dir: str, sources: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """One node's supervisor config and status directory, and under ``container`` what its container runs (the
     container role's ``job``: the supervisor's command, files and directories, and the status mount)
-    (``node``: its part of the plan, ``_plan.node_view``)."""
-    extra = dict(megatron_sizes(node)) if log_format(plan.get("framework")) == MEGATRON else {}
-    if plan.get("warmup_steps") is not None:
-        extra["warmup_steps"] = plan["warmup_steps"]
-    config = supervisor_config(node, plan, dict(settings, parse_extra=extra))
+    (``node``: its part of the plan, ``_plan_form.node_view``)."""
+    config = supervisor_config(node, plan, settings)
     files = supervisor_files(module_utils_dir, node["run_dir"], config, sources)
     status = config["status_dir"]
     job = {"command": supervised_command(node["run_dir"]), "extra_volumes": ["%s:%s" % (status, status)],

@@ -15,7 +15,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _launch_slurm
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
     abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
@@ -152,7 +152,7 @@ class ClusterWatch:
         if now - ended_at < self.cluster.settle:
             return
         for state in self.states.values():
-            apply_decision(state, Decision(True, True, "exit", "%s: the Slurm job ended (%s) before this node's "
+            apply_decision(state, Decision.failure("exit", "%s: the Slurm job ended (%s) before this node's "
                                            "supervisor reported its end" % (state["host"], view.get("state"))), now)
 
     def note_absence(self, now: float) -> None:
@@ -182,7 +182,7 @@ class ClusterWatch:
             self.event("login", "the login host %s" % msg, now)
         elif not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
-            apply_decision(state, Decision(True, True, "unreachable", msg), now)
+            apply_decision(state, Decision.failure("unreachable", msg), now)
 
     def decide(self, now: float) -> Dict[str, Any]:
         for host, state in self.states.items():

@@ -27,6 +27,7 @@ class Stack(NamedTuple):
     printing_rank: str                 # which node of a job prints the step lines
     last_step_offset: int              # final step = total steps + this (MaxText counts from 0)
     log_format: Optional[str] = None   # the parser of its lines (_logs), when not its own name
+    sized_log: bool = False            # its parser computes tokens per GPU from seq_length and world_size
 
     @property
     def parser(self) -> str:
@@ -44,15 +45,19 @@ STACKS: Dict[str, Stack] = {
                    ("tflops_per_sec_per_gpu", "tokens_per_sec_per_gpu", "seconds"), EVERY_RANK, -1),
     MEGATRON: Stack(MEGATRON, "Megatron-LM", "training_iterations", "master_address", 2,
                     ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
-                    LAST_RANK, 0),
+                    LAST_RANK, 0, sized_log=True),
     # Primus prints Megatron-style lines (instant/average pairs) from the job's last rank
     PRIMUS: Stack(PRIMUS, "Primus", "training_iterations", "master_address", 2,
                   ("throughput_per_gpu", "tokens_per_gpu", "elapsed_time_per_iteration", "mem_usage"),
-                  LAST_RANK, 0, MEGATRON),
+                  LAST_RANK, 0, MEGATRON, sized_log=True),
     # parsed only (Neuronx Distributed Training logs); never planned
     NXDT: Stack(NXDT, "Neuronx Distributed Training", None, None, 2, ("throughput", "seconds"), EVERY_RANK, 0),
 }
 PLANNED = (MAXTEXT, MEGATRON, PRIMUS)
+# The one list of stack names: what the modules' and actions' choices and the docs read.
+NAMES = tuple(STACKS)
+# The log formats (_logs' parsers), each named after the stack whose lines it reads.
+LOG_FORMATS = tuple(dict.fromkeys(stack.parser for stack in STACKS.values()))
 
 
 def stack_of(name: Optional[str]) -> Optional[Stack]:

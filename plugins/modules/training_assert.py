@@ -34,9 +34,9 @@ options:
     required: true
   nodes:
     description: Host name -> that node's result, a dict with C(steps), C(errors), C(exit_code),
-      C(last_step), C(simulated), and optionally C(summary), C(reason), C(log_path).
+      C(last_step), C(simulated), and optionally C(summary), C(reason), C(log_path). Without it, O(run_dir) with
+      the watch's files is required.
     type: dict
-    required: true
   run_dir:
     description: Run directory on the controller; returned as C(run_dir) for the
       C(clusterval.training.training_report) callback, which writes the report files there.

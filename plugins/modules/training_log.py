@@ -26,9 +26,10 @@ options:
   framework:
     description:
       - Log format; V(auto) detects it from the first step line and then ignores the other formats.
+      - A stack's name reads that stack's format (V(primus) prints Megatron-LM's lines).
       - When polling, pass the RV(framework) of the previous call back once it is known.
     type: str
-    choices: [auto, maxtext, megatron, nxdt]
+    choices: [auto, maxtext, megatron, primus, nxdt]
     default: auto
   offset:
     description: Byte offset to start reading at (the RV(offset) of the previous call). A value beyond the
@@ -224,6 +225,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils._docker import container_state
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import NAMES
 
 
 def read_within(params, budget_s):
@@ -249,7 +251,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            framework=dict(type="str", default="auto", choices=["auto", "maxtext", "megatron", "nxdt"]),
+            framework=dict(type="str", default="auto", choices=["auto", *NAMES]),
             offset=dict(type="int", default=0),
             lineno=dict(type="int", default=0),
             final_step=dict(type="int"),

@@ -90,6 +90,20 @@ options:
     type: bool
     default: true
     version_added: 0.1.0
+  controller:
+    description: With O(start), the pid of the controller's process the guard waits for; default the parent of the
+      action's worker (ansible-playbook).
+    type: int
+    version_added: 0.1.0
+  policy:
+    description:
+      - With O(start), what the run is judged by, written with the record of the launch
+        (C(watch/<run_id>/launched.json)). The guard of an interrupted run judges by it, as
+        M(clusterval.training.training_assert) does with the same values.
+      - Its keys are that module's options of the same names, checked as that module checks them (C(straggler_pct),
+        C(warmup_steps), C(require_thresholds), C(baseline), C(baseline_tolerance)).
+    type: dict
+    version_added: 0.1.0
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

@@ -15,12 +15,13 @@ import time
 
 import pytest
 
-from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, sim_env, train_argv, training_containers,
-                            training_underway)
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, record_timing, sim_env, train_argv,
+                            training_containers, training_underway)
 
 # inventories/simulated: train_lease_timeout 20; the container's stop grace is 10 s.
 LEASE_TIMEOUT_S = 20
-STOP_BOUND_S = LEASE_TIMEOUT_S + 10 + 15
+# Only a guard against a job that never stops: the time it takes is a figure (BENCHMARKS.md), never a bound.
+NEVER_STOPS_S = 600
 
 
 @pytest.fixture
@@ -64,13 +65,14 @@ def test_every_job_stops_within_the_lease_timeout_when_the_controller_goes(simcl
         stopped_at = time.monotonic()
         proc.wait(timeout=60)
         while running_anywhere(simcluster, nodes):
-            assert time.monotonic() - stopped_at < STOP_BOUND_S, running_anywhere(simcluster, nodes)
+            assert time.monotonic() - stopped_at < NEVER_STOPS_S, running_anywhere(simcluster, nodes)
             time.sleep(1)
     finally:
         if proc.poll() is None:
             proc.kill()
     elapsed = time.monotonic() - stopped_at
     assert elapsed > LEASE_TIMEOUT_S / 2, f"stopped after {elapsed:.0f}s: not by the lease?"
+    record_timing(f"every job stopped by the lease after the controller's {how.name}", elapsed)
     exited = [simcluster.docker(node, "inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
               for node in nodes for name in training_containers(simcluster, node)]
     # 124: the supervisor stopped the job (no container left at all is fine too: a teardown on SIGTERM).

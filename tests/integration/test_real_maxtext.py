@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, results, train_argv, watch_file
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from test_train_e2e import (JAX_MULTI, REPO, assert_no_training_container, run_train, sim_env, train_argv,
-                            watch_file)
+from test_train_e2e import (JAX_MULTI, REPO, assert_no_training_container, record_timing, run_train, sim_env,
+                            train_argv, watch_file)
 
 NEEDED = 8
 
@@ -42,7 +42,7 @@ def test_eight_nodes_with_two_forks_all_progress_and_a_crash_on_the_last_is_name
     progress = json.loads(watch_file(tmp_path, "progress.json").read_text())
     assert progress["rank_start_spread_s"] < 5, progress
     assert f"{last}:" in proc.stdout
-    assert elapsed < 240, f"took {elapsed:.0f}s"
+    record_timing("8 nodes, 2 forks: a crash on the last named (whole run)", elapsed)
     assert_no_training_container(simcluster, eight)
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from test_train_e2e import ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, sim_env, train_argv, training_underway, wait_for
+from test_lease import controller_processes
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, record_timing, sim_env, train_argv, training_underway,
+                            wait_for)
 
 pytestmark = pytest.mark.cluster
 
@@ -170,7 +172,7 @@ def test_a_node_whose_every_process_is_killed_is_named(simcluster, four, tmp_pat
         restore(simcluster)
     assert run.proc.returncode != 0
     assert agreed_culprit(run) == four[1], run.verdict()
-    assert elapsed < 120, f"the lost node took {elapsed:.0f}s to be reported"
+    record_timing("a node whose every process is killed named", elapsed)
     assert_nothing_running(simcluster, four)
 
 
@@ -185,7 +187,7 @@ def test_a_frozen_node_is_named_and_the_controller_does_not_wait_for_it(simclust
         signal_node(simcluster, frozen, "CONT")
     assert run.proc.returncode != 0
     assert agreed_culprit(run) == frozen, run.verdict()
-    assert elapsed < 150, f"the frozen node took {elapsed:.0f}s to be reported"
+    record_timing("a frozen node named", elapsed)
     # Thawed, its supervisor finds the lease lapsed and stops its job by itself.
     assert_nothing_running(simcluster, four, within_s=60)
 
@@ -201,7 +203,7 @@ def test_a_node_whose_link_goes_down_is_named(simcluster, four, tmp_path):
         simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
     assert run.proc.returncode != 0
     assert agreed_culprit(run) == lost, run.verdict()
-    assert elapsed < 150, f"the lost link took {elapsed:.0f}s to be reported"
+    record_timing("a node whose link goes down named", elapsed)
     wait_for(lambda: simcluster.ssh(lost, "true", check=False).returncode == 0, 60)
     assert_nothing_running(simcluster, four, within_s=60)
 
@@ -229,12 +231,22 @@ def test_a_node_whose_log_disk_fills_up_is_named_for_its_disk(simcluster, four, 
     assert_nothing_running(simcluster, four)
 
 
+def signal_controller(run: Run, sig: int) -> None:
+    """ansible-playbook and every worker of it: ansible-core 2.19's workers start their own session, so its
+    process group alone leaves the watch's worker polling and renewing the lease."""
+    for pid in controller_processes(run.run_dir):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 def test_the_controller_away_past_the_lease_blames_no_node(simcluster, four, tmp_path):
     run = Run(simcluster, tmp_path, four)
     run.wait_training()
-    os.killpg(run.proc.pid, signal.SIGSTOP)
+    signal_controller(run, signal.SIGSTOP)
     time.sleep(FAST_WATCH["train_lease_timeout"] + 15)
-    os.killpg(run.proc.pid, signal.SIGCONT)
+    signal_controller(run, signal.SIGCONT)
     run.finish()
     assert_no_node_named(simcluster, four, run, "VERDICT: FAIL: controller: the controller was away for ")
 

@@ -21,6 +21,9 @@ JAX_MULTI = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 JAX_SINGLE = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
 MEGATRON_MULTI = "configs/megatron/mi3xx_megatron_llama_distributed.json"
 MEGATRON_ARGS = ["-e", "training_model=llama3_1_8b", "-e", "training_gpu_arch=mi300x"]
+PRIMUS_ARGS = [*MEGATRON_ARGS, "-e", "training_framework=primus"]
+# Primus writes under its checkout, not Megatron-LM's (as configs/comparison/llama3_8b_nvidia_vs_amd.yml says).
+PRIMUS_OUTPUT = {"config": {"container_config": {"volume_dict": {"/tmp/TRAINING_LOGS": "/workspace/Primus/output"}}}}
 FAST = "0.2"
 # Every run must end well inside this (the slowest fault below is the hang timeout + teardown).
 RUN_TIMEOUT_S = 240
@@ -70,6 +73,10 @@ def assert_no_training_container(cluster, nodes: list[str]) -> None:
         assert training_containers(cluster, node) == [], f"{node} still runs a training container"
 
 
+def final_step_of(run_dir: Path) -> int:
+    return json.loads((run_dir / "plan.json").read_text())["final_step"]
+
+
 def watch_file(run_dir: Path, name: str) -> Path:
     """A file of the run's watch directory (``<run dir>/watch/<run id>/``)."""
     found = sorted(run_dir.glob(f"watch/*/{name}"))
@@ -91,6 +98,15 @@ def training_underway(run_dir: Path) -> bool:
 
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
+
+
+def record_timing(what: str, seconds: float) -> None:
+    """A figure for BENCHMARKS.md ("Time to a verdict"), never a bound in a test (a loaded machine would break
+    it): appended as a JSON line to $CLUSTERVAL_TIMINGS when it is set."""
+    path = os.environ.get("CLUSTERVAL_TIMINGS")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +133,45 @@ def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert results(tmp_path)["verdict"] == "PASS"
     # Only the last node prints iteration lines; the first is done when its process exits or the job completes.
     assert "iteration" in (tmp_path / "logs" / nodes[-1] / "training.log").read_text()
+    assert_no_training_container(simcluster, nodes)
+
+
+@pytest.mark.parametrize("watch_mode", ["cluster", "node"])
+def test_a_primus_run_passes_in_both_watch_modes(simcluster, nodes, tmp_path, watch_mode):
+    """Primus prints Megatron-LM's lines: both watches read them as such (the per-node watch once asked
+    training_log for a format named primus and failed at its first poll)."""
+    proc = run_train(simcluster, MEGATRON_MULTI, tmp_path, nodes, extra=PRIMUS_OUTPUT, args=PRIMUS_ARGS,
+                     more_vars={"train_watch_mode": watch_mode})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    document = results(tmp_path)
+    assert (document["verdict"], document["framework"]) == ("PASS", "primus")
+    # tokens_per_gpu comes from the sequence length and the world size handed to the parser of Megatron's lines
+    assert document["summary"]["cluster"]["tokens_per_gpu"]["mean"] > 0, document["summary"]["cluster"]
+    assert_no_training_container(simcluster, nodes)
+
+
+def test_the_direct_look_at_silent_primus_nodes_reads_their_logs(simcluster, nodes, tmp_path):
+    """The status directory removed: no node's status comes, every node gets a direct look, and each look reads
+    the node's Primus log (the look's training_log once refused the format primus and learned nothing)."""
+    argv = train_argv(simcluster, MEGATRON_MULTI, tmp_path, nodes, deep_merge(sim_env(STEP_SECONDS="1"), PRIMUS_OUTPUT),
+                      args=[*PRIMUS_ARGS, "-e", "training_iterations=60"])
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: training_underway(tmp_path), 180)
+        run_id = json.loads((tmp_path / "plan.json").read_text())["run_id"]
+        subprocess.run(["rm", "-rf", str(simcluster.shared_dir / ".clusterval-status" / run_id)], check=True)
+        output, dummy = proc.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "VERDICT: FAIL: removed: the run's status directory" in output, output[-3000:]
+    looks = {path.stem: json.loads(path.read_text()) for path in tmp_path.glob("watch/*/direct/*.json")}
+    assert sorted(looks) == sorted(nodes), output[-3000:]
+    for host, look in looks.items():
+        assert "reading the training log failed" not in look["msg"], look
+        assert look["reason"] != "error", look
     assert_no_training_container(simcluster, nodes)
 
 
@@ -164,7 +219,7 @@ def test_a_fault_fails_naming_the_node_and_the_cause(simcluster, nodes, tmp_path
         assert cause in (culprit["text"] + culprit["class"]).lower(), outcome
         assert f"VERDICT: FAIL: {culprit['host']} " in proc.stdout
         assert results(tmp_path)["culprit"]["host"] == culprit["host"]
-    assert elapsed < 150, f"the {cause} took {elapsed:.0f}s to be reported"
+    record_timing(f"a {cause} reported (run)", elapsed)
     assert_no_training_container(simcluster, nodes)
 
 
@@ -179,7 +234,7 @@ def test_a_hung_rank_stops_every_rank_in_lock_step_and_the_run_is_a_hang(simclus
     document = results(tmp_path)
     assert [document["summary"]["nodes"][node]["last_step"] for node in nodes] == [3, 3]
     assert "hang" in json.dumps(document["failures"]).lower(), document["failures"]
-    assert elapsed < 150, f"the hang took {elapsed:.0f}s to be reported"
+    record_timing("a lock-step hang reported (run)", elapsed)
     assert_no_training_container(simcluster, nodes)
     # Both ranks sleep (the hung one in its stall, the other in the collective): nothing singles one out.
     assert document["culprit"] is None, document["headline"]
@@ -270,8 +325,11 @@ def test_a_training_container_killed_from_outside_fails_at_the_next_poll(simclus
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode != 0
+    # Decided by the container's state (its exit status), not by a timeout or a hang; the job never ran to its end.
     assert f"{victim}: the training container rocm-jax-llama3.1-70b exited with status 137" in output
-    assert elapsed < 30, f"the killed container took {elapsed:.0f}s to be reported"
+    last_steps = [state["last_step"] for state in results(tmp_path)["summary"]["nodes"].values()]
+    assert max(step for step in last_steps if step is not None) < final_step_of(tmp_path), last_steps
+    record_timing("a killed container reported (kill to the controller's end)", elapsed)
     assert_no_training_container(simcluster, nodes)
 
 
@@ -295,7 +353,7 @@ def test_a_node_unreachable_during_the_run_fails_naming_it(simcluster, nodes, tm
             proc.kill()
     assert proc.returncode != 0
     assert "UNREACHABLE" in output and lost in output
-    assert elapsed < 120, f"the lost node took {elapsed:.0f}s to be reported"
+    record_timing("a node unreachable during the run reported (link down to the controller's end)", elapsed)
     assert_no_training_container(simcluster, [nodes[0]])
     assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*")), "the first node removes the marker"
     # The lost node's container is removed by the stand-alone teardown once it is back.

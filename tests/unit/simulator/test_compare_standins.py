@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from ansible_collections.clusterval.training.plugins.module_utils import _compare, _logs, _megatron, _primus
+from ansible_collections.clusterval.training.plugins.module_utils import _compare, _logs, _stack_megatron, _stack_primus
 
 from conftest import STANDIN
 
@@ -25,7 +25,7 @@ def rendered(iterations=6, amd_overrides=None):
 def run_nvidia(standin, arguments, gpus=8):
     argv = ["torchrun", "--nproc_per_node", str(gpus), "--nnodes", "1", "--node_rank", "0", "--master_addr",
             "127.0.0.1", "--master_port", str(standin.free_port()), "pretrain_gpt.py",
-            *_megatron.render_argv(arguments, "x")]
+            *_stack_megatron.render_argv(arguments, "x")]
     return subprocess.run([sys.executable, str(STANDIN / "megatron_args_train.py"), *argv],
                           env=standin.env({"CLUSTERVAL_SIM_GPUS": str(gpus)}), capture_output=True, text=True,
                           timeout=60, check=False)
@@ -33,7 +33,7 @@ def run_nvidia(standin, arguments, gpus=8):
 
 def run_amd(standin, arguments, gpus=8):
     exp = standin.tmp / "primus_experiment.yaml"
-    exp.write_text(_primus.render(_primus.experiment("unit", "llama3.1_8B.yaml", arguments)))
+    exp.write_text(_stack_primus.render(_stack_primus.experiment("unit", "llama3.1_8B.yaml", arguments)))
     env = standin.env({"EXP": str(exp), "NNODES": "1", "NODE_RANK": "0", "GPUS_PER_NODE": str(gpus),
                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(standin.free_port()),
                        "CLUSTERVAL_SIM_GPUS": str(gpus)})

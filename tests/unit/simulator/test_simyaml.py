@@ -48,10 +48,10 @@ def test_malformed_yaml_names_the_line(text, message):
 def test_the_stand_in_reads_the_yaml_the_plan_writes_as_pyyaml_does():
     """The collection writes MaxText's config with PyYAML: block mappings (also without any list), flow lists."""
     import yaml
-    from ansible_collections.clusterval.training.plugins.module_utils import _maxtext
+    from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext
     for params in ({"per_device_batch_size": "2", "quantization": "", "scan_layers": "True", "dtype": "bfloat16"},
                    {"mlp_activations": ["silu", "linear"], "normalization_layer_epsilon": "1.0e-5",
                     "tokenizer_path": "/a b/c: d", "weird": "1e-5"}):
-        text = _maxtext.build_yaml("r1", 10, False, "llama3.1-70b", _maxtext.maxtext_params(params, "p"))
+        text = _stack_maxtext.build_yaml("r1", 10, False, "llama3.1-70b", _stack_maxtext.maxtext_params(params, "p"))
         assert not text.startswith("{"), "a block mapping, one key per line"
         assert simyaml.loads(text) == yaml.safe_load(text)

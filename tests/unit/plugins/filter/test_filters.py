@@ -12,9 +12,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._config import
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
     PlanOptions,
-    compact_plan,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 xla_flags = XlaFlags().filters()["xla_flags"]

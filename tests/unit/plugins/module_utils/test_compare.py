@@ -91,9 +91,9 @@ class TestRenderedLaunch:
         comp = comparison()
         nvidia = _compare.side_arguments(comp, "nvidia", iterations=12)
         amd = _compare.side_arguments(comp, "amd", iterations=12, overrides=amd_overrides)
-        from ansible_collections.clusterval.training.plugins.module_utils import _megatron
-        argv = _megatron.render_argv(nvidia, "x")
-        return comp, {"nvidia": _megatron.parse_argv(argv), "amd": dict(amd)}
+        from ansible_collections.clusterval.training.plugins.module_utils import _stack_megatron
+        argv = _stack_megatron.render_argv(nvidia, "x")
+        return comp, {"nvidia": _stack_megatron.parse_argv(argv), "amd": dict(amd)}
 
     def test_same_table_renders_no_mismatch(self):
         comp, rendered = self.rendered()

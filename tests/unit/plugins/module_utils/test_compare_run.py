@@ -6,7 +6,8 @@ import yaml
 
 from ansible_collections.clusterval.training.plugins.module_utils import _compare, _compare_run
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
-from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, node_view
+from ansible_collections.clusterval.training.plugins.module_utils._plan import Host
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 from real_logs import repo_excerpts
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils import _container
-from ansible_collections.clusterval.training.plugins.module_utils._container_spec import container_spec, node_files
+from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
 
 SPEC = {
     "name": "rocm-jax-llama3.1-70b", "image": "rocm/jax-training:maxtext-v25.9",

@@ -9,7 +9,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.clusterval.training.plugins.module_utils import _maxtext, _maxtext_keys
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _maxtext_keys
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._logs import parse_maxtext_step
 from ansible_collections.clusterval.training.plugins.module_utils._models import MODELS
@@ -50,11 +50,11 @@ def written(result):
 def targeted(image):
     """The layouts whose key lists bind a config: today's MaxText always (the real-framework image runs the seed
     configs on it, and it refuses what it does not know); both layouts of 2025 for an image of 2025."""
-    return LAYOUT_NAMES if _maxtext.runs_maxtext_2025(image) else ("maxtext-package",)
+    return LAYOUT_NAMES if _stack_maxtext.runs_maxtext_2025(image) else ("maxtext-package",)
 
 
 def test_the_fixtures_are_the_three_layouts_and_name_their_source():
-    assert tuple(layout.name for layout in _maxtext.LAYOUTS) == LAYOUT_NAMES
+    assert tuple(layout.name for layout in _stack_maxtext.LAYOUTS) == LAYOUT_NAMES
     for name in LAYOUT_NAMES:
         data = layout(name)
         assert data["layout"] == name
@@ -66,9 +66,9 @@ def test_the_seed_configs_target_maxtext_of_2025():
     images = {str(load_config_file(os.path.join(REPO, path))["config"]["container_image"])
               for path in JAX_CONFIGS if path.startswith("configs/")}
     assert images == {"rocm/jax-training:maxtext-v25.9"}
-    assert _maxtext.runs_maxtext_2025("docker.io/rocm/jax-training:maxtext-v25.9.1")
-    assert not _maxtext.runs_maxtext_2025("rocm/jax-training:maxtext-v26.3")
-    assert not _maxtext.runs_maxtext_2025("example/rocm/jax-training-x:maxtext-v25.9")
+    assert _stack_maxtext.runs_maxtext_2025("docker.io/rocm/jax-training:maxtext-v25.9.1")
+    assert not _stack_maxtext.runs_maxtext_2025("rocm/jax-training:maxtext-v26.3")
+    assert not _stack_maxtext.runs_maxtext_2025("example/rocm/jax-training-x:maxtext-v25.9")
 
 
 @pytest.mark.parametrize("path", JAX_CONFIGS)
@@ -77,7 +77,7 @@ def test_every_key_written_is_in_the_base_yml_of_the_maxtext_the_image_runs(path
     keys = written(result)
     image = result["nodes"]["n1"]["container"]["image"]
     for name in targeted(image):
-        known = set(layout(name)["keys"]) | _maxtext.PYCONFIG_KEYS
+        known = set(layout(name)["keys"]) | _stack_maxtext.PYCONFIG_KEYS
         assert [key for key in keys if key not in known] == [], "%s (%s) against %s" % (path, image, name)
         assert keys["model_name"] in layout(name)["model_names"], name
     assert not [w for w in result["warnings"] if "without a word" in w]
@@ -86,7 +86,7 @@ def test_every_key_written_is_in_the_base_yml_of_the_maxtext_the_image_runs(path
 def test_every_command_line_key_is_one_every_layout_has():
     """MaxText of 2025 stops on a command-line key its config lacks ("Key ... was passed at the command line but
     isn't in config.", 0f12f3da src/MaxText/pyconfig.py line 491)."""
-    arguments = _maxtext.command_args("/run/maxtext.yml", "/run/output")
+    arguments = _stack_maxtext.command_args("/run/maxtext.yml", "/run/output")
     assert arguments[0] == "/run/maxtext.yml"
     keys = [argument.split("=", 1)[0] for argument in arguments[1:]]
     assert keys == ["base_output_directory"]

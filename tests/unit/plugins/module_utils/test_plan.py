@@ -12,10 +12,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
     PlanOptions,
-    compact_plan,
-    node_view,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan, node_view
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 GOLDEN = os.path.join(REPO, "tests", "unit", "golden")

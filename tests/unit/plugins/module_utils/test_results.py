@@ -36,6 +36,17 @@ def test_an_unreachable_node_at_teardown_is_named():
     assert document["failures"][-1] == "node4: teardown: unreachable (ssh timeout)"
 
 
+def test_the_final_headline_has_one_writer_for_the_document_and_the_verdict_line():
+    """results.json (with_teardown) and the VERDICT line (the callback) say the same of a failed teardown."""
+    teardown = {"node2": {"ok": False, "msg": "Docker daemon dead"}}
+    for verdict in ({"verdict": "PASS", "headline": "PASS: 2 nodes"}, {"verdict": "FAIL", "headline": "FAIL: node3 crash"}):
+        document = _results.with_teardown(verdict, teardown)
+        assert document["headline"] == _results.final_headline(verdict["headline"], _results.teardown_failures(teardown))
+    assert _results.final_headline("PASS: 2 nodes", [], ["node2"]) == \
+        "FAIL: the run failed after the verdict on node2 (see above)"
+    assert _results.final_headline("FAIL: node3 crash", [], ["node2"]) == "FAIL: node3 crash"
+
+
 def test_a_judged_run_keeps_its_verdict_and_gets_its_run_dir():
     verdict = {"verdict": "PASS", "headline": "PASS", "checks": [], "failures": []}
     document = _results.document_of(PLAN, verdict, "ignored", {"node1": {"ok": True}}, "/runs/r1")

@@ -10,9 +10,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._errors import
 from ansible_collections.clusterval.training.plugins.module_utils._plan import (
     Host,
     PlanOptions,
-    compact_plan,
     plan_run,
 )
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import compact_plan
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import Limits
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
@@ -28,9 +28,10 @@ def make_plan(framework="maxtext", hosts=("n1", "n2")):
     nodes = {}
     for rank, host in enumerate(hosts):
         prints = framework == "maxtext" or rank == len(hosts) - 1
+        log = {"format": framework, "final_step": FINAL, "warmup_steps": 2}
         nodes[host] = {"host": host, "job": "job-0", "node_rank": rank, "nnodes": len(hosts), "gpus": 8,
                        "prints_steps": prints, "log_path": "/r/training.log", "exit_code_path": "/r/training.exit",
-                       "container": {"env": {"SEQ_LENGTH": "8192"}}}
+                       "container": {"env": {"SEQ_LENGTH": "8192"}}, "log": log}
     return {"framework": framework, "final_step": FINAL, "jobs": [{"name": "job-0", "hosts": list(hosts)}],
             "nodes": nodes}
 
@@ -368,7 +369,7 @@ def real_plan(name, **options):
 
 
 @pytest.mark.parametrize("form", ["full", "compact"])
-def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
+def test_megatron_log_args_carry_seq_length_world_size_and_the_plans_warmup(tmp_path, form):
     full = real_plan("megatron/mi3xx_megatron_llama_distributed.json", model="llama3_1_8b", gpu_arch="mi300x")
     plan = json.loads(json.dumps(compact_plan(full))) if form == "compact" else full
     node = full["nodes"]["n1"]
@@ -377,8 +378,18 @@ def test_megatron_log_args_carry_seq_length_and_world_size(tmp_path, form):
     assert args == {"path": node["log_path"], "framework": "megatron", "offset": 0, "lineno": 0, "final_step": 12,
                     "max_steps": 2000, "exit_code_path": node["exit_code_path"],
                     "container": node["container"]["name"], "docker_socket": "/var/run/docker.sock",
-                    "seq_length": int(node["container"]["env"]["SEQ_LENGTH"]), "world_size": 16}
+                    "seq_length": int(node["container"]["env"]["SEQ_LENGTH"]), "world_size": 16,
+                    "warmup_steps": full["warmup_steps"]}
     assert watch.printer == "n2"
+
+
+def test_primus_log_args_ask_for_megatron_lines_with_their_sizes(tmp_path):
+    """Primus prints Megatron-LM's lines: the direct look and the per-node watch read them as such."""
+    plan = compact_plan(real_plan("megatron/mi3xx_megatron_llama_distributed.json", model="llama3_1_8b",
+                                  gpu_arch="mi300x", framework="primus"))
+    args = _run_direct.log_args(watch_of(tmp_path, "n1", plan), _run_records.new_state("n1", T0), 50, [])
+    assert args["framework"] == "megatron"
+    assert args["world_size"] == 16 and args["seq_length"] > 0
 
 
 def test_maxtext_log_args_have_no_megatron_sizes_and_pass_patterns_and_offsets(tmp_path):
@@ -395,7 +406,6 @@ def test_megatron_sizes_are_left_out_when_the_plan_lacks_them(tmp_path):
     plan = make_plan("megatron")
     plan["nodes"]["n1"]["container"] = {"env": {"SEQ_LENGTH": "<unset>"}}
     del plan["nodes"]["n1"]["gpus"]
-    assert "seq_length" not in _run_direct.log_args(watch_of(tmp_path, "n1", plan), _run_records.new_state("n1", T0), 1, [])
     assert _run_records.megatron_sizes(plan["nodes"]["n2"]) == {"seq_length": 8192, "world_size": 16}
     assert _run_records.megatron_sizes(plan["nodes"]["n1"]) == {}
 
@@ -425,3 +435,20 @@ def test_a_look_the_task_timeout_stopped_says_so():
                             "period": 40}}
     assert _run_direct.look_that_never_answered(stopped)
     assert _run_direct.unanswered("n2", stopped)["msg"] == "n2: no answer over SSH within 40 s (the look's timeout)"
+
+
+def test_each_node_carries_its_log_block_computed_once_by_its_stack():
+    """The run asks no stack question: format, final step, warm-up and the parser's sizes are the plan's."""
+    megatron = real_plan("megatron/mi3xx_megatron_llama_distributed.json", model="llama3_1_8b", gpu_arch="mi300x")
+    assert megatron["nodes"]["n1"]["log"] == {"format": "megatron", "final_step": 12, "warmup_steps": 2,
+                                              "seq_length": 8192, "world_size": 16}
+    maxtext = real_plan("jax/mi300x_distributed_llama3_1_70b.json")
+    assert maxtext["nodes"]["n2"]["log"] == {"format": "maxtext", "final_step": 11, "warmup_steps": 3}
+    assert compact_plan(maxtext)["node_shared"]["log"] == maxtext["nodes"]["n2"]["log"]
+
+
+def test_a_node_without_its_log_block_is_a_named_error(tmp_path):
+    plan = make_plan()
+    del plan["nodes"]["n1"]["log"]
+    with pytest.raises(ConfigError, match=r"plan\.nodes\.n1\.log: expected the node's log block"):
+        _run_direct.log_args(watch_of(tmp_path, "n1", plan), _run_records.new_state("n1", T0), 1, [])

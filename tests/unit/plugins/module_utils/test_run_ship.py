@@ -6,7 +6,8 @@ import os
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_ship
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
-from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, node_view, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
+from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 MODULE_UTILS = os.path.dirname(os.path.abspath(_run_ship.__file__))

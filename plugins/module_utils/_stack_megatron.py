@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._config import to_bool, to_int, to_str
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import Context
 
 WORKDIR = "/workspace/Megatron-LM"
 DEFAULT_MASTER_PORT = 6000
@@ -249,3 +250,49 @@ def configured_arguments(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
         raise ConfigError("config.megatron_arguments", "an object of Megatron-LM arguments (dest: value)",
                           show(value))
     return dict(value)
+
+
+# -- the planner's part of the stack (was _plan's) ------------------------------------------------
+
+def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
+    settings = model_env(ctx.selection.model, ctx.params, ctx.selection.path)
+    ctx.warnings.extend(settings.warnings)
+    if ctx.total_steps < 4:
+        ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
+                            "least 4 iterations" % ctx.total_steps)
+    arguments = configured_arguments(ctx.config)
+    if arguments is not None:
+        return megatron_args_parts(ctx, data_cache_dir, arguments)
+    log_dir = "%s/megatron" % ctx.run_dir
+    env = dict(settings.env)
+    env.update(data_env(ctx.config, data_cache_dir))
+    env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
+                "TEE_OUTPUT": "1"})
+    lines, display = run_lines(settings.script, "%s/training.log" % ctx.run_dir)
+    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
+            "directories": [log_dir], "trains_model": ctx.selection.model, "script_candidates": []}
+
+
+def megatron_args_parts(ctx: Context, data_cache_dir: str, configured: Mapping[str, Any]) -> Dict[str, Any]:
+    """config.megatron_arguments: pretrain_gpt.py under torchrun with Megatron-LM's own arguments (NGC images),
+    the model_params' arguments first, the configured ones over them."""
+    arguments = params_arguments(ctx.params, ctx.total_steps, ctx.selection.path)
+    data = data_env(ctx.config, data_cache_dir)
+    arguments.update({"mock_data": data["MOCK_DATA"] == "1", "data_cache_path": data_cache_dir})
+    if "DATA_PATH" in data:
+        arguments["data_path"] = data["DATA_PATH"]
+    arguments.update(configured)
+    argv = render_argv(arguments, "config.megatron_arguments")
+    lines, display = args_run_lines(argv, ctx.options.gpus_per_node, "%s/training.log" % ctx.run_dir)
+    env = {"SEQ_LENGTH": str(arguments.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
+    return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],
+            "directories": [], "trains_model": ctx.selection.model, "script_candidates": [],
+            "megatron_argv": argv}
+
+
+def megatron_root(ctx: Context) -> str:
+    """The Megatron-LM checkout in the image: config.megatron_root (the suite's key), else the ROCm images'."""
+    root = ctx.config.get("megatron_root", WORKDIR)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.megatron_root", "an absolute path in the image without spaces", show(root))
+    return root.rstrip("/") or "/"

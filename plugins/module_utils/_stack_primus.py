@@ -16,8 +16,9 @@ import re
 import shlex
 from typing import Any, Dict, List, Mapping, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _megatron
+from ansible_collections.clusterval.training.plugins.module_utils import _stack_megatron
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import Context
 
 try:
     import yaml
@@ -45,13 +46,13 @@ def overrides(params: Mapping[str, Any], config: Mapping[str, Any], total_steps:
               data_cache_dir: str) -> Dict[str, Any]:
     """``modules.pre_trainer.overrides``: the model_params' arguments, mock data unless config.data_path, then
     config.megatron_arguments over them."""
-    values = _megatron.params_arguments(params, total_steps, path)
-    data = _megatron.data_env(config, data_cache_dir)
+    values = _stack_megatron.params_arguments(params, total_steps, path)
+    data = _stack_megatron.data_env(config, data_cache_dir)
     values["mock_data"] = data["MOCK_DATA"] == "1"
     values["data_cache_path"] = data_cache_dir
     if "DATA_PATH" in data:
         values["train_data_path"] = data["DATA_PATH"]
-    values.update(_megatron.configured_arguments(config) or {})
+    values.update(_stack_megatron.configured_arguments(config) or {})
     for key in values:
         if not isinstance(key, str) or not _KEY.match(key):
             raise ConfigError(join_path("config.megatron_arguments", str(key)), "a Megatron-LM argument name",
@@ -104,3 +105,24 @@ def run_lines(exp_path: str, train_log: str, gpus_per_node: int, log_path: str) 
     command = "EXP=%s TRAIN_LOG=%s GPUS_PER_NODE=%d bash %s" % (
         shlex.quote(exp_path), shlex.quote(train_log), gpus_per_node, LAUNCHER)
     return ["%s >>%s 2>&1" % (command, shlex.quote(log_path))], command
+
+
+# -- the planner's part of the stack (was _plan's) ------------------------------------------------
+
+def primus_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
+    """Primus: the experiment file (model file and Megatron-LM overrides) and examples/run_pretrain.sh."""
+    path = ctx.selection.path
+    model = model_file(ctx.selection.model, path)
+    values = overrides(ctx.params, ctx.config, ctx.total_steps, path, data_cache_dir)
+    exp_path = "%s/primus_experiment.yaml" % ctx.run_dir
+    content = render(experiment(ctx.run_id, model, values))
+    lines, display = run_lines(exp_path, "%s/primus/train.log" % ctx.run_dir, ctx.options.gpus_per_node,
+                               "%s/training.log" % ctx.run_dir)
+    root = ctx.config.get("primus_root", WORKDIR)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.primus_root", "an absolute path in the image without spaces", show(root))
+    env = {"SEQ_LENGTH": str(values.get("seq_length", "")), "TOTAL_ITERS": str(ctx.total_steps)}
+    return {"env": env, "workdir": root.rstrip("/") or "/", "run_lines": lines, "command": display,
+            "files": [{"path": exp_path, "mode": "0644", "content": content}],
+            "directories": ["%s/primus" % ctx.run_dir], "trains_model": ctx.selection.model,
+            "script_candidates": []}

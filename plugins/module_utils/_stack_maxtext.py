@@ -9,6 +9,11 @@ import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus
+from ansible_collections.clusterval.training.plugins.module_utils._config import is_unset, to_bool, type_name
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import ENV_LIKE_KEY, Context
+from ansible_collections.clusterval.training.plugins.module_utils._xla import (
+    MEASURED_JAXLIB, checked_version, render_flag_sources, version_from_image)
 
 try:  # PyYAML comes with ansible-core; this module runs on the controller only (the plan), never on a node
     import yaml
@@ -241,3 +246,81 @@ def run_lines(yaml_path: str, output_dir: str, log_path: str,
     ]
     display = "python3 %s %s" % (shlex.quote(candidates[0]), args)
     return lines, display
+
+
+# -- the planner's part of the stack (was _plan's) ------------------------------------------------
+
+def maxtext_parts(ctx: Context, _data_cache_dir: str = "") -> Dict[str, Any]:
+    path = ctx.selection.path
+    check = check_model(ctx.selection.model, ctx.params, path)
+    ctx.warnings.extend(check.warnings)
+    values = maxtext_params(ctx.params, path)
+    ctx.warnings.extend(key_warnings(str(ctx.config.get("container_image", "")), values, path))
+    enable_checkpointing = to_bool(ctx.config.get("enable_checkpointing", "False"), "config.enable_checkpointing")
+    yaml_path = "%s/maxtext.yml" % ctx.run_dir
+    output_dir = "%s/output" % ctx.run_dir
+    content = build_yaml(ctx.run_id, ctx.total_steps, enable_checkpointing, check.model_name, values)
+    root = maxtext_root(ctx)
+    candidates = train_script_paths(ctx, root)
+    lines, display = run_lines(yaml_path, output_dir, "%s/training.log" % ctx.run_dir, candidates)
+    return {"env": {"XLA_FLAGS": xla_flags(ctx)}, "workdir": root, "run_lines": lines,
+            "command": display, "files": [{"path": yaml_path, "mode": "0644", "content": content}],
+            "directories": [output_dir], "trains_model": check.trains, "script_candidates": candidates}
+
+
+def maxtext_root(ctx: Context) -> str:
+    """The MaxText checkout in the image: config.maxtext_root, else the vendor's images' (ROCm: /workspace/maxtext,
+    NVIDIA's JAX-Toolbox: /opt/maxtext)."""
+    root = ctx.config.get("maxtext_root", _gpus.VENDOR_FACTS[ctx.gpu_vendor].maxtext_root)
+    if not isinstance(root, str) or not root.startswith("/") or any(ch.isspace() for ch in root):
+        raise ConfigError("config.maxtext_root", "an absolute path in the image without spaces", show(root))
+    return root.rstrip("/") or "/"
+
+
+def train_script_paths(ctx: Context, root: str = WORKDIR) -> List[str]:
+    """MaxText's train script: the first of config.train_script_paths the image has (default: the known ones,
+    under the image's MaxText checkout)."""
+    known = [root + path[len(WORKDIR):] for path in TRAIN_SCRIPTS]
+    paths = ctx.config.get("train_script_paths", known)
+    if not isinstance(paths, list) or not paths:
+        raise ConfigError("config.train_script_paths", "a list of paths in the image", show(paths))
+    for index, path in enumerate(paths):
+        if not isinstance(path, str) or not path.startswith("/") or any(ch.isspace() for ch in path):
+            raise ConfigError(join_path("config.train_script_paths", index), "an absolute path without spaces",
+                              show(path))
+    return list(paths)
+
+
+def xla_flags(ctx: Context) -> str:
+    """XLA_FLAGS from the config's xla_* keys, then config.xla_flags, then the model's xla_flags (last wins)."""
+    top = {key: value for key, value in ctx.config.items()
+           if isinstance(key, str) and key.startswith("xla_") and key != "xla_flags" and not ENV_LIKE_KEY.match(key)}
+    sources = [(top, "config"), (ctx.config.get("xla_flags", {}), "config.xla_flags"),
+               (ctx.params.get("xla_flags", {}), join_path(ctx.selection.path, "xla_flags"))]
+    for flags, path in sources[1:]:
+        if not isinstance(flags, dict):
+            raise ConfigError(path, "an object of flag names to values", type_name(flags))
+    hardware = str(ctx.selection.params.get("hardware", "gpu")).lower()
+    version = jaxlib_version(ctx)
+    ctx.xla_checked = xla_check_statement(version)
+    rendered, warnings = render_flag_sources(sources, "tpu" if hardware.startswith("tpu") else "gpu", version)
+    ctx.warnings.extend(warnings)
+    return rendered
+
+
+def jaxlib_version(ctx: Context) -> Optional[Tuple[str, str]]:
+    """The jaxlib version the image runs and where that comes from: config.jaxlib_version, else the image tag."""
+    if ctx.config.get("jaxlib_version") is not None and not is_unset(ctx.config["jaxlib_version"]):
+        return checked_version(ctx.config["jaxlib_version"], "config.jaxlib_version"), "config.jaxlib_version"
+    image = str(ctx.config.get("container_image", ""))
+    found = version_from_image(image)
+    return (found, "from the image tag %s" % image) if found else None
+
+
+def xla_check_statement(version: Optional[Tuple[str, str]]) -> Dict[str, Any]:
+    if version:
+        return {"jaxlib": version[0], "source": version[1],
+                "text": "XLA flags checked against jaxlib %s (%s)" % version}
+    return {"jaxlib": None, "source": None,
+            "text": "XLA flags checked against the catalogue only: neither config.jaxlib_version nor the image "
+                    "tag names the image's jaxlib (measured: %s)" % ", ".join(MEASURED_JAXLIB)}
