@@ -382,6 +382,8 @@ def job(plan: Mapping[str, Any], hosts: Sequence[str], parts: Mapping[str, Mappi
     minutes = time_limit_minutes(float(settings["deadline"]), float(settings.get("stop_grace") or 10),
                                  settings.get("time_limit"))
     options = sbatch_options(settings, run_id, hosts, minutes, "%s/job-%%j.out" % base)
+    # The cleanup step asks for the job's nodes where the job got them (its partition, account, QOS, reservation).
+    placement = [o for o in options if o.split("=", 1)[0] in ("--partition", "--account", "--qos", "--reservation")]
     first = parts[hosts[0]] if hosts else {}
     container = dict(first.get("spec") or {}, gpu_vendor=settings.get("gpu_vendor") or "")
     step = step_argv(runtime, str(settings.get("python") or "/usr/bin/python3"), "%s/step/%s" % (base, STEP_SCRIPT),
@@ -395,5 +397,6 @@ def job(plan: Mapping[str, Any], hosts: Sequence[str], parts: Mapping[str, Mappi
             "directories": files["directories"], "files": files["files"], "slurm_dir": base,
             "clean": ["srun", "--nodes=%d" % len(hosts), "--ntasks-per-node=1", "--nodelist=%s" % ",".join(hosts),
                       "--time=5", "--kill-on-bad-exit=0", "--immediate=60", "--job-name=%s-clean" % job_name(run_id),
+                      *placement,
                       str(settings.get("python") or "/usr/bin/python3"), "%s/step/%s" % (base, STEP_SCRIPT),
                       "clean", run_id, str(settings.get("docker_host") or "unix:///var/run/docker.sock")]}

@@ -57,6 +57,11 @@ def test_the_script_runs_one_task_per_planned_node_never_requeued_every_nodes_en
     assert step[-3:] == ["/shared/.clusterval-status/r1/slurm/step/step.py", "run",
                          "/shared/.clusterval-status/r1/slurm/nodes"]
     assert emitted["submit"] == ["sbatch", "--parsable", "/shared/.clusterval-status/r1/slurm/job.sbatch"]
+    # the teardown's cleanup step: the same nodes where the job got them, never waiting for them
+    clean = emitted["clean"]
+    assert clean[0] == "srun" and "--nodelist=node2,node1,node3" in clean and "--immediate=60" in clean
+    assert {"--partition=gpu", "--account=ops", "--qos=high", "--reservation=maint"} <= set(clean)
+    assert clean[-3:] == ["clean", "r1", "unix:///var/run/docker.sock"]
 
 
 def test_each_node_finds_its_part_by_its_slurm_name_whatever_order_slurm_lists_them():
