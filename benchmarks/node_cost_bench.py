@@ -92,7 +92,7 @@ def main() -> None:
                 print(f"{launcher:>5} {row['nodes']:>3} nodes: controller {row['cpu_s']:6.2f} CPU-s, "
                       f"wall {row['wall_s']:5.1f} s, training {row['training_s']:5.1f} s, "
                       f"{row['cpu_s'] / row['nodes']:.2f} CPU-s per node", flush=True)
-    for launcher in options.launcher:
+    for launcher in options.launcher if len(set(options.nodes)) > 1 else ():
         per_node = slope([(r["nodes"], r["cpu_s"]) for r in rows if r["launcher"] == launcher])
         print(f"{launcher}: cost per added node: {per_node:.3f} CPU-s per run "
               f"({per_node / GOAL_CPU_S_PER_NODE:.2f} x the goal of {GOAL_CPU_S_PER_NODE} CPU-s)")
