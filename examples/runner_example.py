@@ -43,6 +43,7 @@ class Outcome(NamedTuple):
     status: str
     rc: int
     metrics: Optional[Dict[str, Any]]
+    tail: str  # the job's last lines of output
 
 
 def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, Any], project_dir: str,
@@ -52,12 +53,23 @@ def run_playbook(playbook: str, inventory: Optional[str], variables: Dict[str, A
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     if os.path.exists(playbook):
         playbook = os.path.abspath(playbook)
+    # the runner runs from project_dir: a path given relative to here must say where it is
+    if inventory and os.path.exists(inventory):
+        inventory = os.path.abspath(inventory)
     with tempfile.TemporaryDirectory(prefix="clusterval-runner-") as private_data_dir:
         runner = ansible_runner.run(private_data_dir=private_data_dir, project_dir=os.path.abspath(project_dir),
                                     playbook=playbook, inventory=inventory, extravars=variables,
                                     envvars={"PATH": path}, quiet=quiet)
         # the events are read from the runner directory: before it goes
-        return Outcome(runner.status, runner.rc, training_metrics(runner))
+        return Outcome(runner.status, runner.rc, training_metrics(runner), last_lines(runner))
+
+
+def last_lines(runner: Any, count: int = 25) -> str:
+    """The job's last lines of output, the cause of a failure among them."""
+    try:
+        return "\n".join(runner.stdout.read().splitlines()[-count:])
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def training_metrics(runner: Any) -> Optional[Dict[str, Any]]:
@@ -81,6 +93,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            quiet=not args.verbose)
     print(json.dumps({"status": outcome.status, "rc": outcome.rc, "clusterval_training": outcome.metrics}, indent=2))
     if outcome.metrics is None:
+        print("runner_example: the job ended %s (rc %s) and published no clusterval_training; its last output:\n%s"
+              % (outcome.status, outcome.rc, outcome.tail), file=sys.stderr)
         return 2
     return 0 if outcome.metrics.get("verdict") == "PASS" and outcome.rc == 0 else 1
 

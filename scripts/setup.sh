@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need on a fresh Debian machine:
-# system packages (Docker engine, sshd, iproute2, busybox, Chromium; venv
+# system packages (Docker engine, sshd, iproute2, busybox, sudo for the simulated nodes, Chromium; venv
 # support, git, rsync and shellcheck for `ansible-test sanity`) and the
 # Python virtual environment in .venv. Idempotent; safe to run every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static debootstrap python3 python3-requests
+APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static sudo debootstrap python3 python3-requests
               python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
 # Slurm for `scripts/simcluster up --slurm` (Debian's slurm-wlm 22.05 on bookworm): the daemons, the client
 # commands, munge, and accounting (slurmdbd on MariaDB, for sacct). Debian does not start them here.
@@ -58,4 +58,11 @@ fi
 # (/var/cache/clusterval-simcluster by default): the real-framework tests and `make demo` load it.
 if [[ $(id -u) -eq 0 && ${CLUSTERVAL_SKIP_REAL_IMAGE:-0} != 1 ]]; then
   scripts/simcluster build-real >/dev/null
+fi
+
+# The execution environment of execution-environment.yml (Debian 13 by debootstrap, reusing the .debs above,
+# Python 3.13, ansible-core 2.21 and a venv per other supported release, about 270 MB), cached beside it:
+# the integration tests run jobs in it with ansible-runner, as AWX does (scripts/ee, docs/awx.md).
+if [[ $(id -u) -eq 0 && ${CLUSTERVAL_SKIP_EE_IMAGE:-0} != 1 ]]; then
+  .venv/bin/python scripts/ee build >/dev/null
 fi

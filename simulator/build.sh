@@ -81,7 +81,7 @@ install_standins() {
   local opt=$ROOT/opt/clusterval maxtext=$ROOT/workspace/maxtext/src/MaxText llama=$ROOT/workspace/Megatron-LM/examples/llama
   local primus=$ROOT/workspace/Primus/examples
   install -d "$opt" "$maxtext" "$llama" "$primus" "$ROOT/workspace/maxtext/output" "$ROOT/workspace/Megatron-LM/output"
-  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train,megatron_args_train,ibv_devinfo}.py "$HERE"/standin/xla_flags.txt "$opt/"
+  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train,megatron_args_train,ibv_devinfo}.py "$HERE"/standin/{xla_flags.txt,megatron_lm_arguments.json} "$opt/"
   install -m 0755 "$HERE/standin/torchrun.sh" "$ROOT/usr/bin/torchrun"
   install -m 0755 "$HERE/standin/run_pretrain.sh" "$primus/run_pretrain.sh"
   install -m 0644 "$HERE/standin/base.yml" "$maxtext/base.yml"
@@ -89,6 +89,14 @@ install_standins() {
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama3.sh"
   install -m 0755 "$HERE/standin/train_llama.sh" "$llama/train_llama2.sh"
   install -m 0755 "$HERE/standin/ibv_devinfo.sh" "$ROOT/usr/bin/ibv_devinfo"
+  # rccl-tests where ROCm's images keep them, nccl-tests where NVIDIA-based images do (simulated, real bytes over TCP).
+  local tests perf
+  for tests in rccl-tests nccl-tests; do
+    install -d "$ROOT/opt/$tests/build"
+    for perf in all_reduce_perf alltoall_perf; do
+      install -m 0755 "$HERE/standin/collective_perf.py" "$ROOT/opt/$tests/build/$perf"
+    done
+  done
 }
 
 make_context() {

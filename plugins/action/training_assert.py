@@ -25,6 +25,7 @@ ARGUMENT_SPEC = dict(
     require_thresholds=dict(type="bool", default=False),
     baseline=dict(type="path"),
     baseline_tolerance=dict(type="raw", default=5),
+    fabric=dict(type="dict"),
 )
 
 
@@ -88,6 +89,9 @@ class ActionModule(ActionBase):
         result.update(outcome)
         result.update(info)
         result["run_dir"] = args["run_dir"]
+        if args["fabric"]:
+            # The fabric gate's verdict beside the training's, for the verdict block (a fabric not measured).
+            result["fabric"] = args["fabric"]
         result["changed"] = False
         result["ansible_stats"] = {"data": {"clusterval_training": small_metrics(plan, outcome, args["run_dir"])},
                                    "per_host": False, "aggregate": False}

@@ -45,7 +45,6 @@ ARGUMENT_SPEC = dict(
     pull_throttle=dict(type="int", default=16),
     settings_from=dict(type="str"),
     job=dict(type="dict", default={}),
-    host_packages=dict(type="list", elements="str", default=[]),
 )
 # The options that job may give, from the role that built what the container runs.
 JOB_OPTIONS = ("command", "extra_volumes", "directories", "files", "stop_timeout")
@@ -113,29 +112,12 @@ class ActionModule(ActionBase):
         return validated.validated_parameters
 
     def _prepare(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
-        """The node's packages installed, then the image pulled where it is missing: the failed step's answer, else
-        {host_packages: {names, changed}} for packages installed."""
-        done = {}
-        if args["host_packages"]:
-            installed = self._install(args["host_packages"], task_vars)
-            if installed.get("failed") or installed.get("unreachable"):
-                return dict(installed, msg="installing %s on the node: %s" % (
-                    ", ".join(args["host_packages"]), installed.get("msg", "failed")))
-            done["host_packages"] = {"names": args["host_packages"], "changed": bool(installed.get("changed"))}
+        """The image pulled where it is missing: the failed pull's answer, else {}."""
         if args["pull"] and not self._task.check_mode:
             pulled = self._pull(args, image, run_id, task_vars)
             if pulled.get("failed") or pulled.get("unreachable"):
                 return dict(pulled, msg="pulling %s: %s" % (image, pulled.get("msg", "failed")))
-        return done
-
-    def _install(self, packages: list[str], task_vars: dict[str, Any]) -> dict[str, Any]:
-        """ansible.builtin.package's own action (the node's package manager), in this task's call."""
-        task = self._task.copy()
-        task.args = {"name": packages, "state": "present"}
-        package = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.package", task=task, connection=self._connection, play_context=self._play_context,
-            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
-        return without_invocation(package.run(task_vars=task_vars))
+        return {}
 
     def _pull(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         """The image pulled on the node (a registry's hiccup retried), by at most pull_throttle nodes at once."""

@@ -19,7 +19,7 @@ from ansible.utils.display import Display
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
-    SETTINGS, probe_args, takeover_args, token_dest, verdict)
+    SETTINGS, kernel_log_only_args, probe_args, takeover_args, token_dest, verdict)
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 PROBE = "clusterval.training.training_probe"
@@ -38,11 +38,14 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
+        part = self._task.args.get("part") or "all"
         plan, settings, module_args = self._inputs(task_vars)
         if plan is None:
             result.update(self._execute_module(module_name=PROBE, module_args=module_args, task_vars=task_vars))
             return result
         host = str(task_vars.get("inventory_hostname") or "")
+        if part == "kernel_log":
+            return self._kernel_log(result, host, settings, module_args, task_vars)
         try:
             if not isinstance(plan, dict) or not isinstance(settings, dict):
                 raise ConfigError("plan", "the plan (a dict) and the preflight settings (a dict)",
@@ -62,11 +65,43 @@ class ActionModule(ActionBase):
             return result
         if result.get("took_over"):
             self._take_over(result, plan, host, settings, task_vars)
+        self._show(result)
+        return result if part == "probe" else self._judge(result, host, result.get("checks") or [], task_vars)
+
+    def _kernel_log(self, result: dict[str, Any], host: str, settings: dict[str, Any], module_args: dict[str, Any],
+                    task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The node's verdict on the checks of its probe (the role's earlier task, part probe) and, where that probe
+        said the kernel log needs root, the kernel log read by this task (run with become): no remote call
+        elsewhere, so nothing runs as root where it need not."""
+        probe = task_vars.get("%s_probe" % self._task.args.get("settings_from")) or {}
+        checks = list(probe.get("checks") or [])
+        if probe.get("kernel_log_become"):
+            try:
+                derived = kernel_log_only_args(host, settings)
+            except ConfigError as exc:
+                result.update(failed=True, msg="training_probe: %s" % exc.message)
+                return result
+            answer = without_invocation(self._execute_module(
+                module_name=PROBE, module_args=dict(derived, **module_args), task_vars=task_vars))
+            result.update(answer)
+            if answer.get("failed") or answer.get("unreachable"):
+                return result
+            self._show(answer)
+            checks += answer.get("checks") or []
+        result.update(checks=checks, failed_checks=[c["check"] for c in checks if not c["ok"]])
+        return self._judge(result, host, checks, task_vars)
+
+    @staticmethod
+    def _show(answer: dict[str, Any]) -> None:
         # Beside a machine-read stdout (json), the result's lines carry the report.
         if human_stdout(str(C.DEFAULT_STDOUT_CALLBACK)):
-            for line in result.get("lines") or []:
+            for line in answer.get("lines") or []:
                 Display().display(line)
-        message = verdict(host, result.get("checks") or [], str(task_vars.get("inventory_file") or ""))
+
+    @staticmethod
+    def _judge(result: dict[str, Any], host: str, checks: list[dict[str, Any]],
+               task_vars: dict[str, Any]) -> dict[str, Any]:
+        message = verdict(host, checks, str(task_vars.get("inventory_file") or ""))
         if message:
             result.update(failed=True, msg=message)
         return result
@@ -75,6 +110,7 @@ class ActionModule(ActionBase):
         """The plan (with settings, the fact training_plan by default), the settings (the role's variables under
         those given) and the module's own arguments."""
         module_args = dict(self._task.args)
+        module_args.pop("part", None)
         plan = module_args.pop("plan", None)
         settings = module_args.pop("settings", None)
         role = module_args.pop("settings_from", None)
@@ -92,7 +128,15 @@ class ActionModule(ActionBase):
         host = str(task_vars.get("inventory_hostname") or "")
         settings["address"] = self._templar.template(task_vars.get("ansible_host") or host)
         settings["hf_token_handed"] = bool(settings.get("hf_token_source"))
+        settings["check_sudo"] = self._become_unattended(task_vars)
         return settings
+
+    def _become_unattended(self, task_vars: dict[str, Any]) -> bool:
+        """Whether become is sudo without a password, which `sudo -n true` on the node tells in advance."""
+        method = task_vars.get("ansible_become_method") or self._play_context.become_method or "sudo"
+        password = (task_vars.get("ansible_become_password") or task_vars.get("ansible_become_pass")
+                    or self._play_context.become_pass)
+        return str(method) in ("sudo", "ansible.builtin.sudo") and not password
 
     def _token(self, plan: dict[str, Any], host: str, settings: dict[str, Any]) -> dict[str, Any]:
         """The controller's token file (an AWX credential's), handed over in the probe's call; never in check

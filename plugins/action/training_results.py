@@ -45,6 +45,17 @@ def sections(args):
     return found or None
 
 
+def run_stats(document, run_dir):
+    """What AWX shows as the job's artifacts on every path: the verdict, the culprit (a node only when the
+    evidence singles it out), the headline and, for a run that stopped before its verdict, the stage."""
+    stop = document.get("stop") or {}
+    culprit = (document.get("culprit") or {}).get("host")
+    if culprit is None and len(stop.get("hosts") or []) == 1:
+        culprit = stop["hosts"][0]
+    return {"verdict": document["verdict"], "culprit": culprit, "headline": document["headline"],
+            "stopped_in": stop.get("stage"), "run_dir": run_dir, "run_id": document.get("run_id")}
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -65,7 +76,7 @@ class ActionModule(ActionBase):
         judged = bool(args["verdict"] and args["verdict"].get("verdict"))
         stop, stages = _results.stop_and_stages(
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
-            None, args["teardown"], fabric_ran=bool(args["fabric"]))
+            None, args["teardown"], fabric_ran=bool(args["fabric"]) and not args["fabric"].get("not_run"))
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
                                args["seconds"], sections(args), stop, stages)
         document = written["document"]
@@ -80,6 +91,10 @@ class ActionModule(ActionBase):
                       simulated=bool(document.get("simulated")),
                       verdict_lines=verdict_lines(document) + [
                           "%s: %s" % (name, path) for name, path in sorted(written["paths"].items())])
+        if args["teardown"] is not None:
+            # Merged (aggregate) into training_assert's clusterval_training: every path publishes these four.
+            result["ansible_stats"] = {"data": {"clusterval_training": run_stats(document, run_dir)},
+                                       "per_host": False, "aggregate": True}
         if written["error"]:
             kept = ", ".join(sorted(written["paths"])) or "nothing"
             result.update(failed=True, msg="%s (kept: %s)" % (written["error"], kept))

@@ -23,7 +23,7 @@ description:
     written by M(clusterval.training.training_results) in the C(results) role, with or without this callback.
   - Observes only, because a callback cannot fail a play; M(clusterval.training.training_assert) does.
     The metrics reach ansible-runner and AWX through the run-level C(ansible_stats) that
-    M(clusterval.training.training_assert) returns.
+    M(clusterval.training.training_assert) and M(clusterval.training.training_results) return.
   - Enable it with C(callbacks_enabled = clusterval.training.training_report) in C(ansible.cfg).
 requirements:
   - enabled in configuration (C(callbacks_enabled))

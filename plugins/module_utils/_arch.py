@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _gpus
-from ansible_collections.clusterval.training.plugins.module_utils._config import arch_choices, deep_merge, validate_sections
-from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
+from ansible_collections.clusterval.training.plugins.module_utils._config import (
+    arch_choices, deep_merge, is_documentation_key, validate_sections)
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import is_versioned
 
@@ -92,9 +93,11 @@ def _no_gpu(host: str, found: Any) -> str:
     return "%s: %s" % (host, "; ".join(tried) or "no GPU tool (%s) on the node" % TOOLS_TEXT)
 
 
-def pick_detected(path: str, archs: Sequence[str], found: Mapping[str, Any], reason: str = "") -> Detected:
+def pick_detected(path: str, archs: Sequence[str], found: Mapping[str, Any], reason: str = "",
+                  entries: Optional[Mapping[str, Any]] = None) -> Detected:
     """The config's arch entry the nodes' GPUs pick. `found`: host -> the ``training_gpus`` module's result
-    (``gpu``: the GPU tool's report or None, ``tried``: why each tool told nothing)."""
+    (``gpu``: the GPU tool's report or None, ``tried``: why each tool told nothing). `entries`: the config's
+    entries by arch key (what lets another vendor's GPUs run them, _other_vendor_key)."""
     why = " (%s)" % reason if reason else ""
     if not found:
         raise ConfigError(path, "the nodes' GPUs, detected to pick one of %s%s" % (", ".join(archs), why),
@@ -124,27 +127,67 @@ def pick_detected(path: str, archs: Sequence[str], found: Mapping[str, Any], rea
                           "-e training_hosts=<group>)", _grouped(labels))
     label = next(iter(labels.values()))
     hosts = list(reports)
-    key = _config_key(path, archs, label, hosts, why)
+    key, stand_in = _config_key(path, archs, label, hosts, why, entries or {})
     first = reports[hosts[0]]
     tools = sorted(set(_tool(r) for r in reports.values()))
     models = sorted(set(m for r in reports.values() for m in r.get("models") or [] if m))
-    text = "detected on %s by %s (%s)" % (compact_hosts(hosts), ", ".join(tools), _gpus.describe(first))
-    return Detected(key, _gpus.arch_key(key), first.get("vendor"), hosts, tools, models, text)
+    text = "detected on %s by %s (%s)%s" % (compact_hosts(hosts), ", ".join(tools), _gpus.describe(first),
+                                            "; " + stand_in if stand_in else "")
+    return Detected(key, label if stand_in else _gpus.arch_key(key), first.get("vendor"), hosts, tools, models,
+                    text)
 
 
-def _config_key(path: str, archs: Sequence[str], label: str, hosts: Sequence[str], why: str) -> str:
+def _config_key(path: str, archs: Sequence[str], label: str, hosts: Sequence[str], why: str,
+                entries: Mapping[str, Any]) -> Tuple[str, str]:
     """The config's key for a detected label (canonical comparison: MI325X, mi325x and mi325 are one arch); a
-    gfx-only label (mi300x/mi300a/mi325) picks the one candidate the config has."""
+    gfx-only label (mi300x/mi300a/mi325) picks the one candidate the config has. Second: how the key stands in
+    for GPUs of another vendor ("" when it is theirs)."""
     candidates = label.split("/")
     keys = [key for key in archs if _gpus.arch_key(key) in candidates]
     if len(keys) == 1:
-        return keys[0]
+        return keys[0], ""
     found = "%s detected on %s" % (label, compact_hosts(hosts))
     if not keys:
-        raise ConfigError(path, "an entry for the nodes' GPU arch (the config has: %s)%s"
-                          % (", ".join(archs) or "none", why), found)
+        return _other_vendor_key(path, archs, label, found, why, entries)
     raise ConfigError(path, "one entry for the nodes' GPUs (their gfx target fits %s; training_gpu_arch picks one)"
                       % ", ".join(keys), found)
+
+
+def _other_vendor_key(path: str, archs: Sequence[str], label: str, found: str, why: str,
+                      entries: Mapping[str, Any]) -> Tuple[str, str]:
+    """GPUs of a vendor the config has no entry for (the seeds' AMD entries on NVIDIA nodes) run the config's
+    entries when they agree on every parameter but their targets, which are other GPUs' and not judged. Else
+    the refusal says what to set."""
+    vendor = _gpus.vendor_of_arch(label)
+    fix = _fix(path, archs, label)
+    if not archs or vendor is None or any(_gpus.vendor_of_arch(key) in (vendor, None) for key in archs):
+        raise ConfigError(path, "an entry for the nodes' GPU arch (the config has: %s)%s%s"
+                          % (", ".join(archs) or "none", why, fix), found)
+    differ = _differing_parameters([entries.get(key) for key in archs])
+    if differ:
+        expected = "an entry for the nodes' GPU arch, or entries of %s that agree (the config has: %s, which " \
+            "differ in %s)" % (_gpus.vendor_of_arch(archs[0]), ", ".join(archs), ", ".join(differ))
+        raise ConfigError(path, expected + why + fix, found)
+    others = " and ".join(archs[1:])
+    return archs[0], ("the config has no %s entry: %s's values run%s (its targets are %s GPUs', not judged)"
+                      % (vendor, archs[0], ", which %s's equal" % others if others else "",
+                         _gpus.vendor_of_arch(archs[0])))
+
+
+def _fix(path: str, archs: Sequence[str], label: str) -> str:
+    entry = archs[0] if archs else "<arch>"
+    foreign = _gpus.vendor_of_arch(entry) not in (None, _gpus.vendor_of_arch(label))
+    return ("; set training_gpu_arch to the entry to run (-e training_gpu_arch=%s: its values on the %s nodes%s) "
+            "or add an entry %s (training_overrides)"
+            % (entry, label, ", its result_dict targets not judged" if foreign else "", join_path(path, label)))
+
+
+def _differing_parameters(entries: Sequence[Any]) -> List[str]:
+    """The parameters (result_dict and documentation aside) on which the entries differ."""
+    shown = [{key: value for key, value in entry.items() if key != "result_dict" and not is_documentation_key(key)}
+             if isinstance(entry, Mapping) else {} for entry in entries]
+    names = sorted(set(name for entry in shown for name in entry))
+    return [name for name in names if any(entry.get(name) != shown[0].get(name) for entry in shown[1:])]
 
 
 def choose(config: Mapping[str, Any], hosts: Sequence[str], model: Optional[str], gpu_arch: Optional[str],
@@ -163,7 +206,8 @@ def choose(config: Mapping[str, Any], hosts: Sequence[str], model: Optional[str]
                                                                                    ", ".join(choices.archs)),
                               "auto, and no node was asked")
         return None, None
-    detected = pick_detected(choices.path, choices.archs, {host: found.get(host) for host in hosts}, reason)
+    entries = config["model_params"][choices.mode][choices.model]
+    detected = pick_detected(choices.path, choices.archs, {host: found.get(host) for host in hosts}, reason, entries)
     return detected.key, detected
 
 

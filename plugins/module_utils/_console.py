@@ -165,6 +165,7 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
     if shown.realism:
         lines.extend(wrapped(realism_sentence(shown.realism), width, "  ", REALISM_LINES, "  "))
     lines.extend(stop_lines(document, width))
+    lines.extend(fabric_lines(document, width))
     if shown.culprit:
         lines.extend(culprit_lines(shown, width))
     lines.extend(advice_lines(document, width))
@@ -192,6 +193,16 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
 
 
 STOP_LINES_MAX = 6
+
+
+def fabric_lines(document: Mapping[str, Any], width: int) -> List[str]:
+    """A fabric gate that could not run, or whose ranks did not meet across nodes: the fabric was not measured."""
+    fabric = document.get("fabric")
+    if not isinstance(fabric, Mapping):
+        return []
+    if fabric.get("not_run"):
+        return wrapped("%s (the fabric was not measured)" % fabric["not_run"], width, "", HEADLINE_LINES, "  ")
+    return [fits("fabric not measured: %s" % item, width) for item in fabric.get("not_measured") or []]
 
 
 def stop_lines(document: Mapping[str, Any], width: int) -> List[str]:

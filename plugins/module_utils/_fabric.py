@@ -24,7 +24,7 @@ SIMULATED_MARK = "[clusterval simulator]"
 PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)")
 OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
-RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\b")
+RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\b(?:.*?\son\s+(\S+)\s+device\b)?")
 NUMBER = re.compile(r"^-?[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?$")
 # A printed bus bandwidth below this has too few digits (%6.2f): it is recomputed from size and time.
 FEW_DIGITS_GBPS = 0.1
@@ -35,12 +35,15 @@ def parse_output(text: str) -> Dict[str, Any]:
     """The table of an ``*_perf`` run: rows (size, count, type, redop, root, out-of-place and in-place time, algbw,
     busbw, #wrong), the average bus bandwidth and out-of-bounds summary lines, the number of ranks listed."""
     rows: List[Row] = []
-    result: Dict[str, Any] = {"rows": rows, "avg_busbw": None, "out_of_bounds": None, "ranks": 0,
+    result: Dict[str, Any] = {"rows": rows, "avg_busbw": None, "out_of_bounds": None, "ranks": 0, "rank_hosts": [],
                               "simulated": SIMULATED_MARK in text}
     for raw in text.splitlines():
         line = PREFIX.sub("", raw).rstrip()
-        if RANK_LINE.match(line):
+        rank = RANK_LINE.match(line)
+        if rank:
             result["ranks"] += 1
+            if rank.group(1) and rank.group(1) not in result["rank_hosts"]:
+                result["rank_hosts"].append(rank.group(1))
             continue
         avg = AVG_BUSBW.match(line)
         if avg:
@@ -213,11 +216,14 @@ def judge(hosts: Sequence[str], measured: Sequence[Mapping[str, Any]], benchmark
         judge_alone(hosts, results, bench, expect, ratio, verdict)
         judge_all(results, bench, expect, ratio, verdict)
     judge_pairs(hosts, results, benchmarks, expect, ratio, verdict)
+    # The NCCL/RCCL and socket settings the benchmarks ran with, in a container (the same on every node).
+    verdict["env"] = next((bench["env"] for r in results.values() for bench in (r.get("benchmarks") or {}).values()
+                           if isinstance(bench, Mapping) and bench.get("env")), {})
     verdict["rounds"] = rounds_summary(results)
     verdict["seconds"] = round(sum(r["seconds"] for r in verdict["rounds"]), 2)
     verdict["matrix"] = matrix(hosts, verdict["pairs"], benchmarks[0] if benchmarks else "")
     judged = all(verdict.get("all_expected", {}).get(b) for b in benchmarks)
-    verdict["pairs_needed"] = (len(hosts) >= 3 and not verdict["pairs"]
+    verdict["pairs_needed"] = (len(hosts) >= 3 and not verdict["pairs"] and not verdict.get("not_measured")
                                and (bool(verdict.get("all_slow")) or not judged))
     verdict["failed"] = bool(verdict["findings"])
     verdict["msg"] = message(verdict)
@@ -244,6 +250,10 @@ def judge_alone(hosts: Sequence[str], results: Mapping[Tuple[str, str], Any], be
 def judge_all(results: Mapping[Tuple[str, str], Any], bench: str, expect: Mapping[str, Any], ratio: float,
               verdict: Dict[str, Any]) -> None:
     if ("all", "all") not in results:
+        return
+    unmet = ((results[("all", "all")].get("benchmarks") or {}).get(bench) or {}).get("unmet")
+    if unmet:
+        verdict.setdefault("not_measured", []).append("%s across nodes: %s" % (bench, unmet))
         return
     value, why = figure(results[("all", "all")], bench)
     verdict["all"][bench] = value
@@ -344,14 +354,15 @@ def matrix(hosts: Sequence[str], pairs: Sequence[Mapping[str, Any]], bench: str)
 
 
 def message(verdict: Mapping[str, Any]) -> str:
+    unmeasured = ("; not measured: " + "; ".join(verdict["not_measured"])) if verdict.get("not_measured") else ""
     if not verdict["findings"]:
         parts = ["%s %s GB/s" % (b, gbps(v)) for b, v in verdict["all"].items()]
-        return "fabric gate PASS on %d nodes%s" % (len(verdict["nodes"]), (": all nodes " + ", ".join(parts))
-                                                   if parts else "")
+        return "fabric gate PASS on %d nodes%s%s" % (len(verdict["nodes"]), (": all nodes " + ", ".join(parts))
+                                                     if parts else "", unmeasured)
     named = verdict["named"]
     if named:
-        return "fabric gate FAIL: %s" % "; ".join(n["evidence"] for n in named)
-    return "fabric gate FAIL, culprit undetermined: %s" % verdict["undetermined"]
+        return "fabric gate FAIL: %s%s" % ("; ".join(n["evidence"] for n in named), unmeasured)
+    return "fabric gate FAIL, culprit undetermined: %s%s" % (verdict["undetermined"], unmeasured)
 
 
 def report_lines(verdict: Mapping[str, Any]) -> List[str]:
@@ -410,9 +421,63 @@ def run_benchmark(argv: Sequence[str], env: Mapping[str, str], timeout: float, b
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         output, dummy = proc.communicate()
-    seconds = round(clock() - started, 3)
-    parsed = parse_output(output or "")
-    return {"rc": proc.returncode, "timed_out": timed_out, "seconds": seconds,
+    return outcome(output or "", proc.returncode, timed_out, round(clock() - started, 3), benchmark)
+
+
+def outcome(output: str, rc: Optional[int], timed_out: bool, seconds: float, benchmark: str) -> Dict[str, Any]:
+    """What a benchmark's run says: its exit, the bus bandwidth of its largest size, its summary and last lines."""
+    parsed = parse_output(output)
+    return {"rc": rc, "timed_out": timed_out, "seconds": seconds,
             "busbw": None if timed_out else peak_busbw(parsed, benchmark), "avg_busbw": parsed["avg_busbw"],
             "out_of_bounds": parsed["out_of_bounds"], "rows": parsed["rows"][-8:], "simulated": parsed["simulated"],
-            "tail": [line for line in (output or "").splitlines() if line.strip()][-5:]}
+            "ranks": parsed["ranks"], "rank_hosts": parsed["rank_hosts"], "tail": [line for line in output.splitlines() if line.strip()][-5:]}
+
+
+# ------------------------------------------------------------------ a gate that cannot run
+def unmet(result: Mapping[str, Any], group: Mapping[str, Any]) -> str:
+    """Why the ranks of a group of several nodes did not meet, or "": rccl-tests/nccl-tests started on each node
+    without an MPI launch each run alone, and list only their own node's ranks."""
+    nodes = len(group.get("hosts") or [])
+    seen = result.get("rank_hosts") or []
+    if nodes < 2 or not seen or len(seen) >= nodes:
+        return ""
+    return ("its ranks did not meet: rank 0 lists ranks on %d host%s of the group's %d nodes (rccl-tests and "
+            "nccl-tests meet across nodes only through MPI: set fabric_launch: first with an mpirun command, "
+            "docs/running.md)" % (len(seen), "" if len(seen) == 1 else "s", nodes))
+
+
+def tool_paths(benchmarks: Sequence[Mapping[str, Any]]) -> List[str]:
+    """What the benchmarks need to find: each command's program, and the rccl-tests/nccl-tests binary a launcher
+    (mpirun) is given."""
+    paths: List[str] = []
+    for bench in benchmarks:
+        argv = [str(a) for a in bench.get("command") or []]
+        for arg in argv[:1] + [a for a in argv[1:] if a.startswith("/") and a.endswith("_perf")]:
+            if "{" not in arg and arg not in paths:
+                paths.append(arg)
+    return paths
+
+
+def not_run_reason(checks: Mapping[str, Mapping[str, Any]]) -> str:
+    """One sentence for the whole cluster from every node's look at its tools (``{missing, where}``, or ``error``),
+    or "" when every node has them. It counts the nodes, never names one: a gate that cannot run blames no node."""
+    problems: Dict[str, int] = {}
+    for check in checks.values():
+        missing = list(check.get("missing") or [])
+        problem = check.get("error") or (missing and "%s %s not in %s" % (
+            " and ".join(missing), "is" if len(missing) == 1 else "are", check.get("where")))
+        if problem:
+            problems[problem] = problems.get(problem, 0) + 1
+    if not problems:
+        return ""
+    return "fabric gate not run: " + "; ".join(
+        problem + ("" if count == len(checks) else " (on %d of %d nodes)" % (count, len(checks)))
+        for problem, count in problems.items())
+
+
+def not_run_verdict(hosts: Sequence[str], benchmarks: Sequence[str], reason: str) -> Dict[str, Any]:
+    """The verdict of a gate that could not run: nothing measured, nobody named, the run goes on."""
+    return {"benchmarks": list(benchmarks), "nodes": list(hosts), "alone": {}, "all": {}, "pairs": [], "named": [],
+            "findings": [], "undetermined": None, "simulated": False, "rounds": [], "seconds": 0.0,
+            "matrix": matrix(hosts, [], benchmarks[0] if benchmarks else ""), "pairs_needed": False,
+            "failed": False, "not_run": reason, "msg": reason, "lines": [reason]}

@@ -23,10 +23,16 @@ def fabric_view(fabric: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]
     if fabric.get("all"):
         rows.append(("all %d nodes" % len(fabric.get("nodes") or []), [figure(fabric["all"].get(b)) for b in benchmarks]))
     rounds = ", ".join("%s (%d groups, %.1f s)" % (r["name"], r["groups"], r["seconds"]) for r in fabric.get("rounds") or [])
-    return {"status": "FAIL" if fabric.get("failed") else "PASS", "msg": str(fabric.get("msg", "")),
+    return {"status": status(fabric), "msg": str(fabric.get("msg", "")),
             "simulated": bool(fabric.get("simulated")), "benchmarks": benchmarks, "rows": rows,
             "matrix": matrix_view(fabric),
             "rounds": ("%s; %s s in all" % (rounds, fabric.get("seconds"))) if rounds else ""}
+
+
+def status(fabric: Mapping[str, Any]) -> str:
+    if fabric.get("not_run"):
+        return "NOT RUN (the fabric was not measured)"
+    return "FAIL" if fabric.get("failed") else "PASS"
 
 
 def matrix_view(fabric: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

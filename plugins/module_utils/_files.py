@@ -29,9 +29,16 @@ def ensure_directory(path: str, mode: int, owner: Ownership, check_mode: bool) -
         changed = True
         if not check_mode:
             os.makedirs(path, mode=mode, exist_ok=True)
+    elif not owned_here(path):
+        return False  # another user's directory (a share such as data_cache_dir): used as it is
     if not check_mode or not changed:
         changed = fix_attributes(path, mode, owner, check_mode) or changed
     return changed
+
+
+def owned_here(path: str) -> bool:
+    """Whether this process may change the path's mode and owner (its own, or root's process)."""
+    return os.geteuid() == 0 or os.stat(path).st_uid == os.geteuid()
 
 
 def ensure_file(path: str, content: str, mode: int, owner: Ownership, check_mode: bool) -> bool:

@@ -14,7 +14,7 @@ import re
 import secrets
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _arch, _gpus, _threshold_file
+from ansible_collections.clusterval.training.plugins.module_utils import _arch, _env_catalogue, _gpus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _stack_megatron, _stack_primus
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
@@ -308,8 +308,8 @@ def choose_vendor(ctx: Context, hosts: Sequence[Host]) -> None:
         ctx.config["container_image"] = to_str(images[vendor], join_path("config.container_images", vendor))
     arch_vendor = _gpus.vendor_of_arch(ctx.selection.gpu_arch)
     if arch_vendor and arch_vendor != vendor:
-        ctx.warnings.append("%s: the parameters and targets of the config's %s block run on %s GPUs (the config has "
-                            "no block for them; its result_dict targets are %s's)"
+        ctx.warnings.append("%s: the parameters of the config's %s block run on %s GPUs (the config has no block for "
+                            "them); its result_dict targets are %s's, reported and not judged"
                             % (ctx.selection.path, ctx.selection.gpu_arch, vendor, ctx.selection.gpu_arch))
 
 
@@ -559,6 +559,10 @@ def thresholds(ctx: Context) -> List[Dict[str, Any]]:
             "direction": "lower" if lower else "higher",
             "set": not unset,
         })
+        if not unset and _gpus.vendor_of_arch(ctx.selection.gpu_arch) not in (None, ctx.gpu_vendor):
+            # hook (issue 28): another vendor's target says nothing of these GPUs
+            checks[-1].update(set=False, value=None, unset_reason="%s %s of %s, not judged on %s GPUs" % (
+                metric, value, ctx.selection.gpu_arch, ctx.gpu_vendor))
     if not checks:
         ctx.warnings.append("%s: no thresholds; only completion and convergence are judged" % path)
     return checks
@@ -588,6 +592,9 @@ def config_env(ctx: Context) -> Dict[str, str]:
         if key == "nccl_ib_hca_list" and "NCCL_IB_HCA" in env:
             continue
         env.update([checked_env(name, value, join_path("config", key))])
+    ctx.warnings.extend(_env_catalogue.unread_variables(
+        {join_path("config", key): key.upper() for key in ctx.config
+         if isinstance(key, str) and ENV_LIKE_KEY.match(key) and key != "nccl_ib_hca_list"}, as_config_keys=True))
     first = ctx.config.get("nccl_ib_hca")
     second = ctx.config.get("nccl_ib_hca_list")
     if first and second and not is_unset(first) and not is_unset(second) and first != second:
@@ -597,11 +604,18 @@ def config_env(ctx: Context) -> Dict[str, str]:
 
 def env_vars(ctx: Context) -> Dict[str, str]:
     """``config.env_vars``, the environment of the validation suite's current JAX configs."""
-    return env_section(ctx.config.get("env_vars", {}), "config.env_vars")
+    return read_env_section(ctx, ctx.config.get("env_vars", {}), "config.env_vars")
 
 
 def env_dict(ctx: Context) -> Dict[str, str]:
-    return env_section(container_config(ctx).get("env_dict", {}), "config.container_config.env_dict")
+    return read_env_section(ctx, container_config(ctx).get("env_dict", {}), "config.container_config.env_dict")
+
+
+def read_env_section(ctx: Context, values: Any, path: str) -> Dict[str, str]:
+    env = env_section(values, path)
+    ctx.warnings.extend(_env_catalogue.unread_variables({join_path(path, name): name for name in env},
+                                                        as_config_keys=False))
+    return env
 
 
 def env_section(values: Any, path: str) -> Dict[str, str]:

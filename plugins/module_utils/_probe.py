@@ -7,9 +7,11 @@ device or an unreachable daemon is a failed check, so that every node reports ev
 """
 from __future__ import annotations
 
+import grp
 import importlib
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -38,6 +40,21 @@ def run_command(argv: Sequence[str]) -> "subprocess.CompletedProcess[str]":
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
 
 
+def sudo_check(user: str, run: Runner = run_command) -> Optional[Check]:
+    """Whether the user may become root without a password (``sudo -n true``, what Ansible's become runs) to read
+    the kernel log; None when it may."""
+    try:
+        proc = run(["sudo", "-n", "true"])
+        refused = proc.returncode != 0
+        reason = (proc.stderr or "").strip().splitlines()[-1:] or ["exit status %d" % proc.returncode]
+    except (OSError, subprocess.SubprocessError) as exc:
+        refused, reason = True, [str(exc)]
+    if not refused:
+        return None
+    return check("gpu_errors", False, "reading the kernel log needs sudo, and %s has none (%s; set "
+                                      "preflight_kernel_log: skip to go on without it)" % (user, reason[0]))
+
+
 def host_path(device: str) -> str:
     """The host side of a Docker device or volume spec (`host[:container[:options]]`)."""
     return device.split(":", 1)[0]
@@ -51,7 +68,49 @@ def paths_check(name: str, paths: Sequence[str], what: str) -> Check:
     return check(name, True, "present: %s" % (", ".join(wanted) or "none needed"))
 
 
+def docker_access(socket_path: str) -> Optional[str]:
+    """What keeps this user from the Docker socket (its group, as the docker group owns it), or None."""
+    try:
+        stat = os.stat(socket_path)
+    except OSError:
+        return None  # no daemon there: docker_check says so
+    if os.access(socket_path, os.R_OK | os.W_OK):
+        return None
+    user, group = account_name(os.geteuid()), group_name(stat.st_gid)
+    if stat.st_gid in os.getgroups():
+        reason = "mode %o, owner %s:%s" % (stat.st_mode & 0o777, account_name(stat.st_uid), group)
+    elif user in group_members(stat.st_gid):
+        reason = "added to group %s after this login: log in again" % group
+    else:
+        reason = "not in group %s" % group
+    return "user %s cannot reach the Docker socket %s (%s)" % (user, socket_path, reason)
+
+
+def account_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def group_members(gid: int) -> List[str]:
+    try:
+        return list(grp.getgrgid(gid).gr_mem)
+    except KeyError:
+        return []
+
+
 def docker_check(socket_path: str) -> Check:
+    refused = docker_access(socket_path)
+    if refused:
+        return check("docker", False, refused)
     try:
         status, body = docker_get(socket_path, "/version")
         if status != 200:
@@ -147,8 +206,7 @@ def gpu_probe(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], e
     the number of GPUs. Returns the checks and the tool's report (None without a tool)."""
     tool = next((t for t in tools if os.access(str(t.get("path", "")), os.X_OK)), None)
     if tool is None:
-        return [check("gpu_arch", True, "no GPU tool (amd-smi, rocm-smi, nvidia-smi) on the node: "
-                                        "GPU arch %s taken from the config or training_gpu_arch" % expected)], None
+        return [no_tool_check(tools, expected, expected_count)], None
     try:
         report = gpu_report(tool, arch_map, run)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -156,7 +214,20 @@ def gpu_probe(tools: Sequence[Mapping[str, Any]], arch_map: Mapping[str, str], e
     name = report["tool"]
     counted = [_health.gpu_count_check(name, report.pop("output"), expected_count)] if expected_count else []
     checks = [vendor_check(name, report, vendor)] if vendor else []
-    return checks + [arch_check(name, report, expected, vendor)] + counted, report
+    arch = [arch_check(name, report, expected, vendor)] if expected else []
+    return checks + arch + counted, report
+
+
+def no_tool_check(tools: Sequence[Mapping[str, Any]], expected: Optional[str], expected_count: Optional[int]) -> Check:
+    """No GPU tool on the node: the GPUs cannot be counted, which fails the count (a node whose tools live
+    elsewhere is named with the paths tried); with no count asked, the arch is the config's."""
+    tried = ", ".join(str(t.get("path", "")) for t in tools) or "none (preflight_gpu_tools is empty)"
+    if expected_count:
+        return check("gpu_count", False, "no GPU tool found, so the plan's %d GPUs cannot be counted: tried %s "
+                                         "(preflight_gpu_tools names the node's tools; preflight_gpu_count: 0 skips "
+                                         "the count)" % (expected_count, tried))
+    return check("gpu_arch", True, "no GPU tool found (tried %s): GPU arch %s taken from the config or "
+                                   "training_gpu_arch" % (tried, expected))
 
 
 def vendor_check(tool: str, report: Mapping[str, Any], vendor: str) -> Check:

@@ -12,13 +12,19 @@ from typing import Any, Dict, Mapping, Sequence
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
+from ansible_collections.clusterval.training.plugins.module_utils._health import window_seconds
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 
 MARKER_PREFIX = ".clusterval-preflight-"
+# preflight_kernel_log -> how the probe reads it: with become (a task of its own, as root: kernel.dmesg_restrict=1
+# hides the kernel log from other users), as the SSH user (a member of adm or systemd-journal, with journalctl -k),
+# or not at all.
+KERNEL_LOG_MODES = {"become": "become", "user": "none", "skip": "skip"}
 # The preflight role's settings (its variables without the prefix), as settings_from reads them.
 SETTINGS = ("controller", "lock_take", "takeover", "lock_stale_s", "check_coordinator_port", "docker_socket",
             "hf_token_file", "hf_token_source", "mock_data", "gpu_arch", "gpu_tools", "gpu_arch_map", "gpu_count",
-            "check_gpu_errors", "kernel_log_command", "gpu_error_patterns", "ras_root", "rdma", "rdma_ports",
+            "check_gpu_errors", "kernel_log", "kernel_log_command", "kernel_log_since", "gpu_error_patterns", "ras_root", "rdma", "rdma_ports",
             "rdma_sysfs", "rdma_rate_gbps", "min_free_mib", "log_base_mib", "log_kib_per_step", "check_shared_cache",
             "data_cache_dir", "shared_wait")
 
@@ -105,8 +111,7 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
     if token and not (check_mode and flag(settings, "hf_token_handed", False)):
         args["token_file"] = token
     if flag(settings, "check_gpu_errors", True):
-        args["kernel_log"] = {"command": list(settings.get("kernel_log_command") or ["dmesg"]),
-                              "patterns": list(settings.get("gpu_error_patterns") or [])}
+        args["kernel_log"] = kernel_log_args(settings)
         if settings.get("ras_root"):
             args["ras_root"] = settings["ras_root"]
     if flag(settings, "rdma_ports", rdma):
@@ -121,6 +126,28 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
                                  "writer": writer, "wait": float(setting(settings, "shared_wait", 30)),
                                  "mode": "write" if host == writer else "read"}
     return args
+
+
+def kernel_log_args(settings: Mapping[str, Any], privilege: str = "") -> Dict[str, Any]:
+    """The probe's kernel_log argument; `privilege` "none" in the task that runs with become."""
+    mode = str(settings.get("kernel_log") or "become")
+    if mode not in KERNEL_LOG_MODES:
+        raise ConfigError("preflight_kernel_log", "become, user or skip", mode)
+    since = settings.get("kernel_log_since")
+    try:
+        window_seconds(since)
+    except ValueError as exc:
+        raise ConfigError("preflight_kernel_log_since", "boot or a duration such as 24h, 7d, 90m or 3600",
+                          str(since)) from exc
+    return {"command": list(settings.get("kernel_log_command") or ["dmesg"]),
+            "patterns": list(settings.get("gpu_error_patterns") or []), "since": str(since or "boot"),
+            "privilege": privilege or KERNEL_LOG_MODES[mode], "check_sudo": flag(settings, "check_sudo", True)}
+
+
+def kernel_log_only_args(host: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
+    """The arguments of the probe that reads the kernel log as root (the preflight role's task with become)."""
+    return {"node": host, "docker_socket": "", "python_modules": [],
+            "kernel_log": kernel_log_args(settings, privilege="none")}
 
 
 def token_dest(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any]) -> str:

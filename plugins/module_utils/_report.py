@@ -107,6 +107,12 @@ class Case(NamedTuple):
     kind: str = ""
 
 
+def classname_of(area: str) -> str:
+    """A case's class: the same from run to run (never the nodes, which the message names), so that a CI's
+    history of a case lines up across runs."""
+    return "clusterval.training.%s" % area
+
+
 def is_infrastructure(check: Mapping[str, Any]) -> bool:
     """An unreachable node, a lost lease, a run stopped from outside: an ``<error>``, not a failed check."""
     if check.get("check") == "progress" and check.get("actual") in INFRASTRUCTURE_ENDINGS:
@@ -137,9 +143,7 @@ def stop_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
         if stop.get(key):
             lines.insert(0, str(stop[key]))
     name = "stopped in %s" % stage if stage else "stopped before the verdict"
-    culprits = [str(h) for h in stop.get("hosts") or []]
-    classname = compact_hosts(culprits, 400) if culprits else "run"
-    return Case(classname, name, "error", shown.headline, "\n".join(unique_lines(lines)), "stop")
+    return Case(classname_of("run"), name, "error", shown.headline, "\n".join(unique_lines(lines)), "stop")
 
 
 def unique_lines(lines: Sequence[str]) -> List[str]:
@@ -151,7 +155,7 @@ def run_cause_case(document: Mapping[str, Any], shown: View) -> Optional[Case]:
     run_cause = document.get("run_cause")
     if not isinstance(run_cause, dict):
         return None
-    return Case("run", "run %s" % run_cause.get("class"), "error", str(run_cause.get("text")), shown.headline,
+    return Case(classname_of("run"), "run %s" % run_cause.get("class"), "error", str(run_cause.get("text")), shown.headline,
                 str(run_cause.get("class")))
 
 
@@ -161,7 +165,7 @@ def culprit_case(shown: View) -> Optional[Case]:
     host = str(shown.culprit["host"]) if shown.culprit else str(shown.culprit_checks[0].get("node"))
     first = shown.culprit_checks[0]
     outcome = "error" if all(is_infrastructure(c) for c in shown.culprit_checks) else "failure"
-    return Case(host, "culprit: %s" % check_label(first), outcome, shown.headline,
+    return Case(classname_of("culprit"), "culprit: %s" % check_label(first), outcome, shown.headline,
                 "%s\n%s" % (shown.headline, detail_lines(shown.culprit_checks)), str(first.get("check")))
 
 
@@ -174,8 +178,8 @@ def consequences_case(shown: View) -> Optional[Case]:
     ranges = compact_hosts(sorted(hosts, key=natural_key), 400)
     lines = ["%s: %s" % (group.label, compact_hosts(group.nodes, 400)) for group in shown.consequential]
     message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), culprit, ranges)
-    return Case(ranges, "consequences of %s" % culprit, "failure", message, "\n".join([message] + lines),
-                "consequence")
+    return Case(classname_of("culprit"), "consequences of the culprit", "failure", message,
+                "\n".join([message] + lines), "consequence")
 
 
 def group_cases(groups: Sequence[CheckGroup]) -> List[Case]:
@@ -193,7 +197,8 @@ def group_cases(groups: Sequence[CheckGroup]) -> List[Case]:
                                                              ranges)
             if len(checks) == 1:
                 message = str(checks[0].get("detail") or message)
-            cases.append(Case(ranges, group.label, "error" if infrastructure else "failure", message,
+            name = "%s (infrastructure)" % group.label if infrastructure else group.label
+            cases.append(Case(classname_of("checks"), name, "error" if infrastructure else "failure", message,
                               detail_lines(checks), group.check))
     return cases
 
@@ -209,13 +214,21 @@ def teardown_case(document: Mapping[str, Any]) -> Optional[Case]:
                          if failed[host].get("unreachable") else failed[host].get("msg") or "failed")
              for host in hosts]
     message = "teardown failed on %d node(s): %s" % (len(hosts), compact_hosts(hosts, 400))
-    return Case(compact_hosts(hosts, 400), "teardown", "error", message, "\n".join(lines[:CASE_LINES]), "teardown")
+    return Case(classname_of("run"), "teardown", "error", message, "\n".join(lines[:CASE_LINES]), "teardown")
 
 
 def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str]) -> List[Case]:
-    return [Case(compact_hosts(group.nodes, 400), group.label, outcome,
+    return [Case(classname_of("checks"), group.label, outcome,
                  "%s on %d node(s)" % (group.status.replace("_", " "), len(group.nodes)) if outcome else "")
             for group in groups]
+
+
+def fabric_case(document: Mapping[str, Any]) -> Optional[Case]:
+    """A fabric gate that could not run: skipped, with why (the fabric was not measured)."""
+    fabric = document.get("fabric")
+    if not isinstance(fabric, Mapping) or not fabric.get("not_run"):
+        return None
+    return Case("run", "fabric gate", "skipped", str(fabric["not_run"]))
 
 
 def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
@@ -225,12 +238,15 @@ def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     cases = [case for case in (stop_case(document, shown), run_cause_case(document, shown), culprit_case(shown),
                                consequences_case(shown)) if case is not None]
     cases += group_cases(shown.failed)
+    fabric = fabric_case(document)
+    if fabric is not None:
+        cases.append(fabric)
     teardown = teardown_case(document)
     if teardown is not None:
         cases.append(teardown)
     if shown.verdict == "FAIL" and not any(case.outcome in ("failure", "error") for case in cases):
         lines = [str(line) for line in document.get("failures") or []] or [shown.headline]
-        cases.insert(0, Case("run", "verdict", "failure", shown.headline, "\n".join(lines[:CASE_LINES]), "verdict"))
+        cases.insert(0, Case(classname_of("run"), "verdict", "failure", shown.headline, "\n".join(lines[:CASE_LINES]), "verdict"))
     return cases + passed_cases(shown.passed, None) + passed_cases(shown.not_judged, "skipped")
 
 

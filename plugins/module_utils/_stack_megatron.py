@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _megatron_upstream
 from ansible_collections.clusterval.training.plugins.module_utils._config import to_bool, to_int, to_str
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
 from ansible_collections.clusterval.training.plugins.module_utils._plan_context import Context
@@ -135,6 +136,15 @@ ARGUMENTS: Dict[str, Tuple[str, str]] = {
     "untie_embeddings_and_output_weights": ("--untie-embeddings-and-output-weights", "on"),
     "add_bias_linear": ("--disable-bias-linear", "off"), "log_throughput": ("--log-throughput", "on"),
     "log_interval": ("--log-interval", "int"), "eval_iters": ("--eval-iters", "int"),
+    # the seed configs' launch on NVIDIA's images (_megatron_upstream)
+    "rotary_base": ("--rotary-base", "int"), "attention_dropout": ("--attention-dropout", "float"),
+    "hidden_dropout": ("--hidden-dropout", "float"), "clip_grad": ("--clip-grad", "float"),
+    "transformer_impl": ("--transformer-impl", "str"), "fp8_amax_history_len": ("--fp8-amax-history-len", "int"),
+    "fp8_amax_compute_algo": ("--fp8-amax-compute-algo", "str"), "recompute_method": ("--recompute-method", "str"),
+    "recompute_num_layers": ("--recompute-num-layers", "int"), "use_torch_fsdp2": ("--use-torch-fsdp2", "on"),
+    "gradient_accumulation_fusion": ("--no-gradient-accumulation-fusion", "off"),
+    "distributed_backend": ("--distributed-backend", "str"),
+    "distributed_timeout_minutes": ("--distributed-timeout-minutes", "int"),
 }
 OPTIONS = {option: dest for dest, (option, _kind) in ARGUMENTS.items()}
 
@@ -255,12 +265,16 @@ def configured_arguments(config: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
 # -- the planner's part of the stack (was _plan's) ------------------------------------------------
 
 def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
-    settings = model_env(ctx.selection.model, ctx.params, ctx.selection.path)
-    ctx.warnings.extend(settings.warnings)
     if ctx.total_steps < 4:
         ctx.warnings.append("config.training_iterations %d: Megatron-LM prints its summary only with at "
                             "least 4 iterations" % ctx.total_steps)
     arguments = configured_arguments(ctx.config)
+    if arguments is None and ctx.gpu_vendor == _gpus.NVIDIA:
+        # NVIDIA's images run upstream Megatron-LM, which has no examples/llama/train_llama3.sh
+        return megatron_args_parts(ctx, data_cache_dir, _megatron_upstream.seed_arguments(
+            ctx.selection.model, ctx.params, ctx.total_steps, ctx.selection.path, ctx.config, ctx.warnings))
+    settings = model_env(ctx.selection.model, ctx.params, ctx.selection.path)
+    ctx.warnings.extend(settings.warnings)
     if arguments is not None:
         return megatron_args_parts(ctx, data_cache_dir, arguments)
     log_dir = "%s/megatron" % ctx.run_dir

@@ -69,6 +69,11 @@ options:
     description: Tolerance in percent, one number for every metric or a dict metric -> percent (with C(default)).
     type: raw
     default: 5
+  fabric:
+    description:
+      - The fabric gate's verdict (the C(clusterval.training.fabric) role's C(fabric_result)), returned beside the
+        training's so that the verdict says when the fabric was not measured, and why.
+    type: dict
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action

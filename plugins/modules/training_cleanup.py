@@ -22,10 +22,6 @@ description:
     are left alone and named in RV(left_alone).
   - Fails, after removing what it could, when the Docker daemon cannot be reached or refuses a removal.
 options:
-  docker_host:
-    description: The node's Docker daemon, a unix socket (C(unix:///var/run/docker.sock) or a path).
-    type: str
-    default: unix:///var/run/docker.sock
   run_id:
     description: Only this run's containers; empty removes the containers of every run.
     type: str
@@ -108,6 +104,7 @@ options:
     version_added: 0.3.0
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: full

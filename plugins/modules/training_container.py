@@ -48,10 +48,6 @@ options:
     description: Write the plan's directories and files of the node (the launch script, the framework's config) too.
     type: bool
     default: true
-  docker_host:
-    description: The Docker daemon on the node, as C(unix:///path) or a socket path.
-    type: str
-    default: unix:///var/run/docker.sock
   spec:
     description:
       - The container spec, built by the action plugin (the plan's, with the overrides); not given by hand. Its keys
@@ -111,19 +107,12 @@ options:
         variable C(<role>_job)), one template per node where five options would be five.
     type: dict
     default: {}
-  host_packages:
-    description:
-      - Packages installed on the node first (C(ansible.builtin.package), the node's package manager, C(state=present)),
-        such as the RDMA provider libraries the container mounts; by the action plugin, in the same task. Empty installs
-        nothing.
-    type: list
-    elements: str
-    default: []
   owner:
     description: User owning the directories and files; empty keeps the connecting user.
     type: str
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: full
@@ -164,11 +153,6 @@ launch:
   description: In check mode, the plan's launch on the node (what the container would run), also printed.
   returned: check mode
   type: dict
-host_packages:
-  description: The packages of O(host_packages) (C(names)) and whether installing them changed the node (C(changed)).
-  returned: when O(host_packages) is not empty
-  type: dict
-  sample: {"names": ["rdma-core", "ibverbs-providers"], "changed": false}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -200,7 +184,6 @@ def main():
             pull_throttle=dict(type="int", default=16),
             settings_from=dict(type="str"),
             job=dict(type="dict", default={}),
-            host_packages=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

@@ -45,11 +45,11 @@ EXAMPLES = r"""
   clusterval.training.training_gpus:
   register: gpus
 
-- name: A node's GPUs through the simulated cluster's stand-ins
+- name: A node's GPUs through tools at other paths
   clusterval.training.training_gpus:
     tools:
-      - {path: /run/clusterval-sim/bin/amd-smi, args: [static, --asic]}
-      - {path: /run/clusterval-sim/bin/nvidia-smi, args: ["--query-gpu=index,name,driver_version", "--format=csv"]}
+      - {path: /opt/rocm-6.4.1/bin/amd-smi, args: [static, --asic]}
+      - {path: /usr/local/nvidia/bin/nvidia-smi, args: ["--query-gpu=index,name,driver_version", "--format=csv"]}
 """
 
 RETURN = r"""

@@ -58,8 +58,10 @@ options:
         to be detected (see M(clusterval.training.training_arch)).
       - Used only when O(gpu_arch) is not given and the model has several arch entries, or is V(auto). Every
         node must list GPUs of one arch that the config has an entry for (compared in canonical form, V(MI325X)
-        is V(mi325)); otherwise the task fails naming the config's path, the nodes of each arch and the
-        config's archs. The plan's C(gpu_arch_source) and C(gpu_arch_detected) say what was detected, where
+        is V(mi325)); otherwise the task fails naming the config's path, the nodes of each arch, the
+        config's archs and what to set. GPUs of a vendor the config has no entry for (H100s and the seeds'
+        AMD entries) run the config's entries when these agree on every parameter but their targets, which
+        are then not judged. The plan's C(gpu_arch_source) and C(gpu_arch_detected) say what was detected, where
         and by which tool.
       - The detected vendor is the run's when neither the inventory's C(training_gpu_vendor) nor
         C(config.gpu_vendor) names one, and must be theirs when they do.

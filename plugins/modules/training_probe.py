@@ -51,6 +51,17 @@ options:
         when that is null too the fact C(training_plan).
     type: str
     version_added: 0.3.0
+  part:
+    description:
+      - With O(settings_from), what this task does. V(all) - the node's whole preflight and its verdict.
+      - V(probe) - the same, but the task does not fail; the verdict is left to a later task with V(kernel_log).
+      - V(kernel_log) - the verdict on the checks of the node's probe (C(<role>_probe), the role's earlier task with
+        V(probe)) and, on the nodes where that probe answered RV(kernel_log_become), the kernel log read by this task,
+        which the role runs with C(become). Elsewhere nothing runs on the node.
+    type: str
+    choices: [all, probe, kernel_log]
+    default: all
+    version_added: 0.3.0
   node:
     description:
       - The node's name in RV(lines) and in the node's run index (C(~/.cache/clusterval/runs/<run id>@<node>.json),
@@ -100,7 +111,8 @@ options:
       - Tools asked for the GPU model, the first executable one wins; each C(path) and C(args), optionally
         C(vendor) (V(amd) or V(nvidia); default V(nvidia) for C(nvidia-smi)) and, for nvidia-smi,
         C(version_args) (default V(--version), which prints the driver and CUDA version).
-      - No tool present is not a failure; the arch then comes from the config.
+      - No tool present fails the count (check C(gpu_count), naming the paths tried) when O(gpu_count) is set;
+        without it the arch comes from the config.
     type: list
     elements: dict
     default: []
@@ -111,13 +123,16 @@ options:
   gpu_count:
     description:
       - The number of GPUs the plan needs on the node; check C(gpu_count) fails, quoting the tool, when the GPU
-        tool of O(gpu_tools) lists another number. Not set (or no tool on the node) skips it.
+        tool of O(gpu_tools) lists another number, or when no tool of O(gpu_tools) is on the node. Not set skips it.
     type: int
   kernel_log:
     description:
-      - GPU errors since boot (check C(gpu_errors)) - lines of the kernel log that match one of O(kernel_log.patterns)
-        (amdgpu resets, ring timeouts, C(*ERROR*) lines, page faults, uncorrectable errors, NVIDIA XID lines).
-        The first lines found are quoted. A kernel log that cannot be read fails the check.
+      - GPU errors in the kernel log (check C(gpu_errors)), in the window O(kernel_log.since). Critical ones fail the
+        check - NVIDIA XIDs of a list of critical codes (48 double-bit ECC error, 79 GPU has fallen off the bus, ...),
+        amdgpu's failed GPU resets, a GPU lost from the bus, uncorrectable (RAS) errors and poison consumption, and
+        lines of O(kernel_log.patterns). The others (application XIDs such as 13, 31, 43; amdgpu ring timeouts,
+        resets the driver recovered from, page faults) are reported in the detail, not failed. Each is named by its
+        meaning and its line quoted. A kernel log that cannot be read fails the check.
     type: dict
     suboptions:
       command:
@@ -126,10 +141,36 @@ options:
         elements: str
         default: [dmesg]
       patterns:
-        description: Regular expressions of GPU error lines; empty means the built-in list.
+        description:
+          - Regular expressions of more GPU error lines, each a critical one (the built-in classes always apply).
         type: list
         elements: str
         default: []
+      since:
+        description:
+          - The window of the kernel log looked at - V(boot) (everything since boot), or a duration such as V(24h),
+            V(7d), V(90m) or V(3600) (seconds), by the lines' C([seconds since boot]) stamps (C(dmesg),
+            C(journalctl -k -o short-monotonic)) against C(/proc/uptime).
+        type: str
+        default: boot
+      privilege:
+        description:
+          - V(none) - read with O(kernel_log.command) as the user the module runs as (root in a task with
+            C(become), or a user the node lets read it).
+          - V(become) - the kernel log needs root (C(kernel.dmesg_restrict=1), Ubuntu's default). Run as root the
+            module reads it; otherwise it does not, checks with C(sudo -n true) (when O(kernel_log.check_sudo))
+            that the user may become root, and says in RV(kernel_log_become) that a task with C(become) must read
+            it. A user who may not fails the check, named.
+          - V(skip) - not read; the check passes, saying so.
+        type: str
+        choices: [none, become, skip]
+        default: none
+      check_sudo:
+        description:
+          - With O(kernel_log.privilege=become), check that C(sudo -n true) works (Ansible's become with sudo and no
+            password). Off where become uses a password or another method.
+        type: bool
+        default: true
   ras_root:
     description:
       - The DRM sysfs class directory (V(/sys/class/drm)); check C(gpu_ras) fails when an amdgpu RAS counter
@@ -298,6 +339,7 @@ EXAMPLES = r"""
     gpu_count: 8
     kernel_log:
       command: [dmesg]
+      since: 7d
     ras_root: /sys/class/drm
     rdma_ports:
       min_rate_gbps: 400
@@ -358,6 +400,18 @@ gpu:
   type: dict
   sample: {vendor: nvidia, tool: /usr/bin/nvidia-smi, count: 8, models: [NVIDIA H100 80GB HBM3], arch: h100,
            arch_candidates: [], driver: 535.129.03, cuda: "12.2"}
+user:
+  description: The user the module ran as on the node.
+  returned: always
+  type: str
+  sample: clusterval
+kernel_log_become:
+  description:
+    - With O(kernel_log.privilege=become), run as a user who is not root and may use sudo - the kernel log is to be
+      read by a task with C(become) (the preflight role's next task).
+  returned: always
+  type: bool
+  sample: true
 failed_checks:
   description: The names of the failed checks.
   returned: always
@@ -385,14 +439,12 @@ def run_checks(params, run):
         checks.append(_probe.paths_check("devices", params["devices"], "devices"))
     if params["mounts"]:
         checks.append(_probe.paths_check("host_mounts", params["mounts"], "on the host"))
-    if params["gpu_arch"]:
+    if params["gpu_arch"] or params["gpu_count"]:
         gpu_checks, gpu = _probe.gpu_probe(params["gpu_tools"], params["gpu_arch_map"], params["gpu_arch"],
                                            params["gpu_count"], run, params["gpu_vendor"])
         checks.extend(gpu_checks)
     if params["kernel_log"]:
-        kernel_log = params["kernel_log"]
-        checks.append(_health.kernel_log_check(kernel_log["command"],
-                                               kernel_log["patterns"] or _health.GPU_ERROR_PATTERNS, run))
+        checks.extend(kernel_log_checks(params["kernel_log"], run))
     if params["ras_root"]:
         checks.append(_health.ras_check(params["ras_root"]))
     if params["rdma_ports"]:
@@ -408,6 +460,19 @@ def run_checks(params, run):
     if params["python_modules"]:
         checks.append(_probe.python_modules_check(params["python_modules"]))
     return checks, gpu
+
+
+def kernel_log_checks(kernel_log, run):
+    """The gpu_errors check, or where the kernel log needs root the user's sudo (the read is left to a task with
+    become: kernel_log_become)."""
+    if kernel_log["privilege"] == "skip":
+        return [_probe.check("gpu_errors", True, "the kernel log is not read (preflight_kernel_log: skip)")]
+    if kernel_log["privilege"] == "become" and os.geteuid() != 0:
+        refused = _probe.sudo_check(_probe.account_name(os.geteuid()), run) if kernel_log["check_sudo"] else None
+        return [refused] if refused else []
+    return [_health.kernel_log_check(kernel_log["command"], run, kernel_log["patterns"],
+                                     _health.window_seconds(kernel_log["since"]), _health.uptime(),
+                                     "as root" if os.geteuid() == 0 else "")]
 
 
 def claim_node(params, node):
@@ -450,6 +515,7 @@ def main():
             plan=dict(type="dict"),
             settings=dict(type="dict"),
             settings_from=dict(type="str"),
+            part=dict(type="str", choices=["all", "probe", "kernel_log"], default="all"),
             node=dict(type="str", default=""),
             docker_socket=dict(type="str", default="/var/run/docker.sock"),
             devices=dict(type="list", elements="str", default=[]),
@@ -465,6 +531,9 @@ def main():
             kernel_log=dict(type="dict", options=dict(
                 command=dict(type="list", elements="str", default=["dmesg"]),
                 patterns=dict(type="list", elements="str", default=[]),
+                since=dict(type="str", default="boot"),
+                privilege=dict(type="str", choices=["none", "become", "skip"], default="none"),
+                check_sudo=dict(type="bool", default=True),
             )),
             ras_root=dict(type="path"),
             rdma_ports=dict(type="dict", options=dict(
@@ -510,8 +579,16 @@ def main():
     node = module.params["node"] or socket.gethostname()
     if module.params["hf_token"] and not module.check_mode:
         hand_over_token(module)
-    # Busy or not is known before anything is written on the node.
-    claimed = claim_node(module.params, node) or {"check": None, "took_over": None}
+    kernel_log = module.params["kernel_log"]
+    if kernel_log:
+        try:
+            _health.window_seconds(kernel_log["since"])
+        except ValueError as exc:
+            module.fail_json(msg="kernel_log.since: %s" % exc)
+    # Busy or not is known before anything is written on the node (not at all when the user cannot reach Docker:
+    # the docker check says why).
+    reachable = not (module.params["docker_socket"] and _probe.docker_access(module.params["docker_socket"]))
+    claimed = (claim_node(module.params, node) if reachable else None) or {"check": None, "took_over": None}
     claim_checks = [claimed["check"]] if claimed["check"] else []
     # The writer writes before its other checks, the readers read after theirs: less waiting.
     marker = module.params["shared_marker"] or {"mode": None}
@@ -529,7 +606,9 @@ def main():
                      marker_written=marker["mode"] == "write" and all(c["ok"] for c in marker_first),
                      image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
                      token_present=_probe.token_check(token_file)["ok"] if token_file else None,
-                     gpu=gpu)
+                     gpu=gpu, user=_probe.account_name(os.geteuid()),
+                     kernel_log_become=bool(kernel_log and kernel_log["privilege"] == "become" and os.geteuid() != 0
+                                            and "gpu_errors" not in [c["check"] for c in checks]))
 
 
 if __name__ == "__main__":

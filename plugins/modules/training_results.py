@@ -170,6 +170,17 @@ guard:
   returned: with O(start)
   type: int
   sample: 12345
+ansible_stats:
+  description: >-
+    With O(teardown) (the run's final reports), run-level custom stats merged into C(clusterval_training) (those of
+    M(clusterval.training.training_assert), when it ran): C(verdict), C(culprit) (the node the evidence singles
+    out, else null), C(headline), C(stopped_in) (the stage a run that stopped before its verdict stopped in, else
+    null), C(run_dir), C(run_id). ansible-runner gives them as the C(artifact_data) of C(playbook_on_stats), AWX as
+    the job's artifacts, on every path.
+  returned: with O(teardown)
+  type: dict
+  sample: {"data": {"clusterval_training": {"verdict": "FAIL", "culprit": "node3", "stopped_in": "preflight",
+           "headline": "FAIL: stopped in preflight: node3: unreachable"}}, "per_host": false, "aggregate": true}
 simulated:
   description: Whether the run ran on the simulated cluster.
   returned: always

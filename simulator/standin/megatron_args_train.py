@@ -10,6 +10,7 @@ seed and data print losses that agree within a fraction of a percent, as two ven
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -42,66 +43,90 @@ DEFAULTS: dict[str, Any] = {
     "pipeline_model_parallel_size": 1, "recompute_granularity": None, "save": None, "seed": 1234,
     "seq_length": None, "sequence_parallel": False, "split": None, "tensor_model_parallel_size": 1,
     "tokenizer_model": None, "tokenizer_type": None, "train_iters": None, "use_distributed_optimizer": False,
-    "use_flash_attn": False, "weight_decay": 0.01,
+    "use_flash_attn": False, "weight_decay": 0.01, "gradient_accumulation_fusion": True, "use_torch_fsdp2": False,
+    "untie_embeddings_and_output_weights": False,
 }
-OPTIONS = {  # the command-line options the stand-in reads: option -> (dest, kind)
-    "--seed": ("seed", int), "--micro-batch-size": ("micro_batch_size", int),
-    "--global-batch-size": ("global_batch_size", int), "--seq-length": ("seq_length", int),
-    "--max-position-embeddings": ("max_position_embeddings", int), "--train-iters": ("train_iters", int),
-    "--lr": ("lr", float), "--min-lr": ("min_lr", float), "--lr-decay-style": ("lr_decay_style", str),
-    "--lr-warmup-iters": ("lr_warmup_iters", int), "--weight-decay": ("weight_decay", float),
-    "--adam-beta1": ("adam_beta1", float), "--adam-beta2": ("adam_beta2", float),
-    "--init-method-std": ("init_method_std", float), "--recompute-granularity": ("recompute_granularity", str),
-    "--split": ("split", str), "--tokenizer-type": ("tokenizer_type", str),
-    "--tokenizer-model": ("tokenizer_model", str), "--data-path": ("data_path", str),
-    "--data-cache-path": ("data_cache_path", str), "--save": ("save", str), "--load": ("load", str),
-    "--tensor-model-parallel-size": ("tensor_model_parallel_size", int),
-    "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
-    "--context-parallel-size": ("context_parallel_size", int), "--fp8-format": ("fp8", str),
-    "--num-layers": ("num_layers", int), "--hidden-size": ("hidden_size", int),
-    "--ffn-hidden-size": ("ffn_hidden_size", int), "--num-attention-heads": ("num_attention_heads", int),
-    "--num-query-groups": ("num_query_groups", int), "--normalization": ("normalization", str),
-    "--position-embedding-type": ("position_embedding_type", str), "--log-interval": ("log_interval", int),
-    "--eval-iters": ("eval_iters", int),
-}
-FLAGS = {  # store_true / store_false flags: option -> (dest, value when present)
-    "--mock-data": ("mock_data", True), "--sequence-parallel": ("sequence_parallel", True),
-    "--bf16": ("bf16", True), "--fp16": ("fp16", True), "--fp32-residual-connection": ("fp32_residual_connection", True),
-    "--use-distributed-optimizer": ("use_distributed_optimizer", True),
-    "--accumulate-allreduce-grads-in-fp32": ("accumulate_allreduce_grads_in_fp32", True),
-    "--overlap-grad-reduce": ("overlap_grad_reduce", True), "--overlap-param-gather": ("overlap_param_gather", True),
-    "--no-bias-swiglu-fusion": ("bias_swiglu_fusion", False), "--no-bias-dropout-fusion": ("bias_dropout_fusion", False),
-    "--no-masked-softmax-fusion": ("masked_softmax_fusion", False),
-    "--no-persist-layer-norm": ("no_persist_layer_norm", True), "--no-rope-fusion": ("apply_rope_fusion", False),
-    "--cross-entropy-loss-fusion": ("cross_entropy_loss_fusion", True), "--use-flash-attn": ("use_flash_attn", True),
-    "--group-query-attention": ("group_query_attention", True), "--swiglu": ("swiglu", True),
-    "--untie-embeddings-and-output-weights": ("untie_embeddings_and_output_weights", True),
-    "--disable-bias-linear": ("add_bias_linear", False), "--log-throughput": ("log_throughput", True),
-}
+# Upstream Megatron-LM's parser as data (core_v0.19.0: tests/fixtures/megatron-lm/SOURCE.md): every option
+# pretrain_gpt.py accepts, its dest and kind; the stand-in refuses what that parser refuses.
+UPSTREAM_ARGUMENTS = os.path.join(HERE, "megatron_lm_arguments.json")
+CASTS = {"int": int, "float": float}
 
 
-def parse_command_line(argv: list[str]) -> dict[str, Any]:
+def upstream_options() -> dict[str, dict[str, Any]]:
+    with open(UPSTREAM_ARGUMENTS, encoding="utf-8") as handle:
+        return json.load(handle)["options"]
+
+
+def usage_error(message: str) -> SimFailure:
+    return SimFailure([f"pretrain_gpt.py: error: {message}"], exit_code=2)
+
+
+def option_values(argv: list[str], index: int, option: str, nargs: Any) -> tuple[list[str], int]:
+    """The values an option takes from argv[index:] (argparse's nargs: None one, an int that many, +/* a run)."""
+    if nargs in ("+", "*"):
+        end = index
+        while end < len(argv) and not argv[end].startswith("--"):
+            end += 1
+        if nargs == "+" and end == index:
+            raise usage_error(f"argument {option}: expected at least one argument")
+        return argv[index:end], end
+    count = 1 if nargs in (None, "?") else int(nargs)
+    taken = argv[index:index + count]
+    if len(taken) < count or any(value.startswith("--") for value in taken):
+        raise usage_error(f"argument {option}: expected {'one argument' if count == 1 else f'{count} arguments'}")
+    return taken, index + count
+
+
+def typed(option: str, spec: Mapping[str, Any], raw: str) -> Any:
+    kind = spec["kind"]
+    if kind == "choice" and raw not in spec["choices"]:
+        choices = ", ".join(repr(choice) for choice in spec["choices"])
+        raise usage_error(f"argument {option}: invalid choice: {raw!r} (choose from {choices})")
+    try:
+        return CASTS.get(kind, str)(raw)
+    except ValueError:
+        raise usage_error(f"argument {option}: invalid {kind} value: {raw!r}") from None
+
+
+def parse_command_line(argv: list[str], options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """pretrain_gpt.py's arguments by dest, as upstream's parser reads them (allow_abbrev=False)."""
+    options = upstream_options() if options is None else options
     values: dict[str, Any] = {}
     index = 0
     while index < len(argv):
-        option = argv[index]
-        if option in FLAGS:
-            dest, value = FLAGS[option]
-            values[dest] = value
+        option, sep, inline = argv[index].partition("=")
+        spec = options.get(option)
+        if spec is None or not option.startswith("--"):
+            raise usage_error(f"unrecognized arguments: {argv[index]}")
+        if spec["kind"] in ("store_true", "store_false"):
+            values[spec["dest"]] = spec["kind"] == "store_true"
             index += 1
-        elif option in OPTIONS:
-            dest, kind = OPTIONS[option]
-            if index + 1 >= len(argv):
-                raise SimFailure([f"pretrain_gpt.py: error: argument {option}: expected one argument"], exit_code=2)
-            try:
-                values[dest] = kind(argv[index + 1])
-            except ValueError:
-                raise SimFailure([f"pretrain_gpt.py: error: argument {option}: invalid {kind.__name__} value: "
-                                  f"'{argv[index + 1]}'"], exit_code=2) from None
-            index += 2
-        else:
-            raise SimFailure([f"pretrain_gpt.py: error: unrecognized arguments: {option}"], exit_code=2)
+            continue
+        raw, index = ([inline], index + 1) if sep else option_values(argv, index + 1, option, spec.get("nargs"))
+        parsed = [typed(option, spec, value) for value in raw]
+        values[spec["dest"]] = parsed if spec.get("nargs") not in (None, "?") else parsed[0]
     return values
+
+
+def validate(values: Mapping[str, Any]) -> None:
+    """The assertions of upstream's validate_args that the collection's launches could trip."""
+    def check(condition: bool, message: str) -> None:
+        if not condition:
+            raise SimFailure([f"AssertionError: {message}"])
+
+    if values.get("overlap_param_gather"):
+        check(bool(values.get("use_distributed_optimizer")), "--overlap-param-gather only supported with "
+              "distributed optimizer, megatron fsdp, or dist_muon")
+        check(bool(values.get("overlap_grad_reduce")), "Must use --overlap-param-gather with --overlap-grad-reduce")
+    if values.get("use_torch_fsdp2"):
+        check(values.get("pipeline_model_parallel_size") == 1,
+              "--use-torch-fsdp2 is not supported with pipeline parallelism")
+        check(not values.get("use_distributed_optimizer"),
+              "--use-torch-fsdp2 is not supported with MCore's distributed optimizer")
+        check(not values.get("gradient_accumulation_fusion"),
+              "--use-torch-fsdp2 is not supported with gradient accumulation fusion")
+        check(bool(values.get("untie_embeddings_and_output_weights")),
+              "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights")
 
 
 def read_experiment(path: str) -> dict[str, Any]:
@@ -223,6 +248,7 @@ def env_number(env: Mapping[str, str], name: str, default: int) -> int:
 def train(values: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[str, Any], style: str) -> int:
     merged = dict(DEFAULTS)
     merged.update(values)
+    validate(merged)
     job = Job(merged, topology["nnodes"], topology["rank"], topology["gpus"], topology["master"], topology["port"])
     if not gpu_devices_visible(env):
         raise SimFailure(["RuntimeError: No HIP GPUs are available" if style == "primus"

@@ -35,6 +35,7 @@ class SimCluster:
     image: str
     ssh_key: Path
     known_hosts: Path
+    user: str = "clusterval"
     data_roots: dict[str, str] = field(default_factory=dict)
 
     def run(self, node: str, argv: Sequence[str], check: bool = True, timeout: float = 120,
@@ -47,10 +48,11 @@ class SimCluster:
         return proc
 
     def ssh(self, node: str, command: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        """Run a shell command on the node over real SSH, with the inventory's key and known_hosts."""
+        """Run a shell command on the node over real SSH as the inventory's user (not root: `sudo` where root is
+        needed), with the inventory's key and known_hosts."""
         argv = ["ssh", "-i", str(self.ssh_key), "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
                 "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                f"root@{self.addresses[node]}", command]
+                f"{self.user}@{self.addresses[node]}", command]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and proc.returncode != 0:
             raise AssertionError(f"ssh {node}: {command} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -107,6 +109,7 @@ def bring_up(count: int) -> SimCluster:
         image=info["image"],
         ssh_key=Path(info["ssh_key"]),
         known_hosts=Path(info["known_hosts"]),
+        user=info["user"],
         data_roots={name: host["data_root"] for name, host in hosts.items()},
     )
 
@@ -140,6 +143,21 @@ def four_nodes(simcluster) -> list[str]:
 
 
 @pytest.fixture()
+def access(simcluster):
+    """Changes what the nodes' user may do (`scripts/simcluster access NODE --no-sudo`...) for one test, and gives
+    it back after: call it with the node and the options."""
+    changed = []
+
+    def change(node: str, *options: str) -> None:
+        changed.append(node)
+        subprocess.run([str(SIMCLUSTER), "access", node, *options], check=True, capture_output=True, timeout=60)
+    yield change
+    for node in changed:
+        subprocess.run([str(SIMCLUSTER), "access", node, "--sudo", "--docker-group"], check=True,
+                       capture_output=True, timeout=60)
+
+
+@pytest.fixture()
 def nvidia_nodes(simcluster) -> list[str]:
     """The last two nodes made NVIDIA-like for the test (`scripts/simcluster vendor nvidia`), AMD-like after."""
     nodes = simcluster.nodes[-2:]
@@ -148,3 +166,22 @@ def nvidia_nodes(simcluster) -> list[str]:
         yield nodes
     finally:
         subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nodes], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def ee_image(simcluster_supported):
+    """The execution environment (scripts/ee) built (cached) once; every run of the session reuses its layers."""
+    proc = subprocess.run([str(REPO / "scripts" / "ee"), "build"], capture_output=True, text=True, timeout=1800,
+                          check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/ee build failed:\n{proc.stderr[-3000:]}")
+    os.environ["CLUSTERVAL_EE_LAYERS"] = ":".join(proc.stdout.split())
+    yield proc.stdout.split()
+    os.environ.pop("CLUSTERVAL_EE_LAYERS", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ee_controller(request):
+    """CLUSTERVAL_CONTROLLER=ee or ee:2.X (tests/integration/controller.py): the image, built before any test."""
+    if os.environ.get("CLUSTERVAL_CONTROLLER", "venv").startswith("ee"):
+        request.getfixturevalue("ee_image")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,13 @@ from test_report_callback import count_colour, needs_chromium, screenshot
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import PALETTE
+from controller import ansible_playbook
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SIMCLUSTER = REPO / "scripts" / "simcluster"
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+ANSIBLE_PLAYBOOK = ansible_playbook()
 
 
 def run_compare(cluster, nodes, runs_dir, extra=None):
@@ -55,9 +55,15 @@ def compared(simcluster, four_nodes, tmp_path_factory):
     runs = tmp_path_factory.mktemp("compare")
     nvidia = four_nodes[:2]
     subprocess.run([str(SIMCLUSTER), "vendor", "nvidia", *nvidia], check=True, capture_output=True, timeout=60)
+    files = [simcluster.state_dir / "nodes" / node / "sim" / "gpus.json" for node in four_nodes]
+    before = [path.read_text() for path in files]
+    for path in files:  # 4 GPUs per node, as the run plans: the nodes' GPU tools list 4 to preflight
+        path.write_text(json.dumps({**json.loads(path.read_text()), "count": 4}))
     try:
         done = run_compare(simcluster, four_nodes, runs)
     finally:
+        for path, text in zip(files, before):
+            path.write_text(text)
         subprocess.run([str(SIMCLUSTER), "vendor", "amd", *nvidia], check=True, capture_output=True, timeout=60)
     directories = [path for path in runs.iterdir() if path.is_dir()]
     return done, (directories[0] if directories else None)

@@ -75,7 +75,7 @@ def test_the_gate_skipped_by_its_variable_lets_training_start_directly(simcluste
     proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], more_vars={"fabric_enabled": False},
                      fabric=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "Fabric | Round" not in proc.stdout
+    assert "Fabric | Every node's part started" not in proc.stdout
     assert "Container | Start or replace the training container" in proc.stdout
     assert "fabric" not in results(tmp_path)
 
@@ -101,3 +101,87 @@ def test_the_recommended_isolation_command_names_the_slowed_node(simcluster, fou
     assert f"fabric gate FAIL: {four_nodes[1]} is slow in every pair while its partners are fast" in proc.stdout
     for node in four_nodes:
         assert benchmark_processes(simcluster, node) == []
+
+
+def fabric_containers(cluster, node: str) -> list[str]:
+    out = cluster.docker(node, "ps", "-a", "--filter", "label=clusterval.fabric", "--format", "{{.Names}}").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("forks", [None, 1, 3])
+def test_the_gate_runs_in_the_image_on_four_nodes_whatever_forks_is(simcluster, four_nodes, tmp_path, forks):
+    """The defaults: rccl-tests in a container of the training image on every node, with the plan's network
+    settings; the nodes' hosts have no rccl-tests and no MPI. Fewer forks than nodes still starts every rank."""
+    for node in four_nodes:
+        assert simcluster.run(node, ["sh", "-c", "command -v mpirun || ls /opt/rccl-tests"], check=False).returncode != 0
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes, fabric=True,
+                     args=["--forks", str(forks)] if forks else None)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "fabric gate PASS on 4 nodes: all nodes all_reduce_perf" in proc.stdout
+    fabric = results(tmp_path)["fabric"]
+    assert [r["name"] for r in fabric["rounds"]] == ["alone", "all"]
+    assert set(fabric["alone"]) == set(four_nodes) and fabric["all"]["alltoall_perf"] > 0.01
+    assert fabric["env"]["NCCL_SOCKET_IFNAME"] == simcluster.ifname
+    assert fabric["env"]["NCCL_IB_HCA"] == "bnxt_re0,bnxt_re1" and fabric["env"]["NCCL_IB_GID_INDEX"] == "3"
+    for node in four_nodes:
+        assert fabric_containers(simcluster, node) == []
+        assert benchmark_processes(simcluster, node) == []
+
+
+@pytest.fixture()
+def image_without_rccl_tests(simcluster, four_nodes):
+    """An image on the nodes that has a shell and nothing else (as ROCm's JAX image has no rccl-tests)."""
+    image = "clusterval/no-rccl-tests:test"
+    for node in four_nodes[:2]:
+        simcluster.run(node, ["sh", "-c", f"tar -C / -c bin/busybox | docker import - {image} >/dev/null"])
+    yield image
+    for node in four_nodes[:2]:
+        simcluster.docker(node, "rmi", "-f", image, check=False)
+
+
+def test_an_image_without_rccl_tests_is_said_once_and_training_goes_on(
+        simcluster, four_nodes, tmp_path, image_without_rccl_tests):
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], fabric=True,
+                     more_vars={"fabric_image": image_without_rccl_tests})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    message = (f"fabric gate not run: /opt/rccl-tests/build/all_reduce_perf and /opt/rccl-tests/build/alltoall_perf "
+               f"are not in {image_without_rccl_tests}")
+    said = [line.strip().strip('"') for line in proc.stdout.splitlines() if "fabric gate not run" in line]
+    # once for the cluster by the gate, once in the verdict block (wrapped to the console's width)
+    assert len(said) == 2 and said[0] == message
+    assert f"{message} (the fabric was not measured)" in " ".join(proc.stdout.split())
+    assert "Fabric | Every node's part started" not in proc.stdout
+    assert "Container | Start or replace the training container" in proc.stdout
+    document = results(tmp_path)
+    assert document["verdict"] == "PASS"
+    fabric = document["fabric"]
+    assert fabric["not_run"] == message and fabric["failed"] is False and fabric["named"] == []
+    assert not any(node in fabric["not_run"] for node in four_nodes)
+    assert {s["stage"]: s["outcome"] for s in document["stages"]}["fabric"] == "skipped"
+    assert f'<skipped message="{message}"' in (tmp_path / "junit.xml").read_text()
+    assert "<h2>Fabric gate: NOT RUN (the fabric was not measured)</h2>" in (tmp_path / "report.html").read_text()
+
+
+def test_ranks_that_meet_only_through_mpi_are_not_measured_across_nodes(simcluster, four_nodes, tmp_path):
+    """The stand-in made to behave as stock rccl-tests do without an MPI launch: each node's process runs alone."""
+    env = {"config": {"container_config": {"env_dict": {"CLUSTERVAL_SIM_FABRIC_MPI_ONLY": "1"}}}}
+    proc = run_train(simcluster, JAX_MULTI, tmp_path, four_nodes[:2], fabric=True,
+                     more_vars={"training_overrides_extra": env})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    fabric = results(tmp_path)["fabric"]
+    assert fabric["failed"] is False and fabric["named"] == [] and fabric["all"] == {}
+    assert fabric["not_measured"][0].startswith("all_reduce_perf across nodes: its ranks did not meet: rank 0 lists "
+                                                "ranks on 1 host of the group's 2 nodes")
+    assert "fabric not measured: all_reduce_perf across nodes: its ranks did not meet" in proc.stdout
+
+
+def test_the_fabric_playbook_fails_when_its_gate_cannot_run(simcluster, four_nodes, tmp_path, image_without_rccl_tests):
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "fabric.yml"),
+            "-e", f"training_config={JAX_MULTI}", "-e", "training_hosts=" + ":".join(four_nodes[:2]),
+            "-e", f"fabric_image={image_without_rccl_tests}"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert (f'"msg": "fabric gate not run: /opt/rccl-tests/build/all_reduce_perf and '
+            f'/opt/rccl-tests/build/alltoall_perf are not in {image_without_rccl_tests}"') in proc.stdout
+    assert "Fabric | Every node's part started" not in proc.stdout

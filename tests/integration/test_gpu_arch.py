@@ -25,11 +25,14 @@ def h100_entry() -> dict:
     return entry
 
 
-def plan(cluster, hosts: list[str], *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def plan(cluster, hosts: list[str], *extra: str, config: str = CONFIG,
+         entries: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """playbooks/plan.yml; `entries` are added to the config's model_params (default: an h100 entry)."""
+    added = {"multi_node": {MODEL: {"h100": h100_entry()}}} if entries is None else entries
     variables = {"training_hosts": ":".join(hosts), "training_model": MODEL,
-                 "training_overrides_extra": {"model_params": {"multi_node": {MODEL: {"h100": h100_entry()}}}}}
+                 "training_overrides_extra": {"model_params": added}}
     argv = [ANSIBLE_PLAYBOOK, "-i", str(cluster.inventory), str(REPO / "playbooks" / "plan.yml"),
-            "-e", f"training_config={CONFIG}", "-e", json.dumps(variables), *extra]
+            "-e", f"training_config={config}", "-e", json.dumps(variables), *extra]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -50,7 +53,7 @@ def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_no
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     asked = tasks["Plan | The nodes' GPUs (the config offers several archs)"]
     assert sorted(asked) == sorted(amd_nodes)
-    assert {result["gpu"]["tool"] for result in asked.values()} == {"/run/clusterval-sim/bin/amd-smi"}
+    assert {result["gpu"]["tool"] for result in asked.values()} == {"/opt/rocm/bin/amd-smi"}
     result = the_plan(tasks)
     assert (result["gpu_arch"], result["gpu_vendor"]) == ("mi300x", "amd")
     assert result["gpu_arch_source"].startswith("detected on node")
@@ -63,7 +66,9 @@ def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_no
     assert (result["gpu_arch"], result["gpu_vendor"]) == ("h100", "nvidia")
     assert "by nvidia-smi (8 x NVIDIA H100 80GB HBM3 (h100), driver 550.90.07, CUDA 12.4)" in \
         result["gpu_arch_source"]
-    assert result["node_shared"]["container"]["env"]["MBS"] == "4"
+    # NVIDIA's image runs upstream Megatron-LM: the h100 entry's values as pretrain_gpt.py's arguments
+    assert "pretrain_gpt.py" in result["node_shared"]["launch"]["command"]
+    assert "--micro-batch-size 4" in result["node_shared"]["launch"]["command"]
     assert "device_requests" in result["node_shared"]["container"]
 
     # both vendors in one run: refused before the plan, naming each arch's nodes
@@ -80,3 +85,27 @@ def test_the_plan_picks_the_config_entry_of_the_nodes_gpus(simcluster, nvidia_no
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "Plan | The nodes' GPUs (the config offers several archs)" not in tasks
     assert the_plan(tasks)["gpu_arch_source"] == "training_gpu_arch"
+
+
+def test_nvidia_nodes_run_the_seeds_amd_entries_when_they_agree_else_the_refusal_says_what_to_set(
+        simcluster, nvidia_nodes):
+    # the seed's mi300x and mi325 entries agree on every parameter: mi300x's run, their targets are not judged
+    proc, tasks = plan(simcluster, nvidia_nodes, entries={})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    result = the_plan(tasks)
+    assert (result["gpu_arch"], result["gpu_vendor"]) == ("mi300x", "nvidia")
+    assert result["gpu_arch_detected"]["arch"] == "h100"
+    assert result["gpu_arch_source"].endswith("; the config has no nvidia entry: mi300x's values run, which mi325's "
+                                              "equal (its targets are amd GPUs', not judged)")
+    assert "pretrain_gpt.py" in result["node_shared"]["launch"]["command"]
+
+    # the mi35x seed's entries differ (fsdp, recompute): refused before any node is changed, with the fix
+    proc, tasks = plan(simcluster, nvidia_nodes, config="configs/megatron/mi35x_megatron_llama_single.json",
+                       entries={})
+    assert proc.returncode != 0
+    problem = next(iter(tasks["Plan the run"].values()))["problems"][0]
+    assert problem["path"] == "model_params.single_node.llama3_1_8b"
+    assert "which differ in fsdp, recompute" in problem["expected"]
+    assert "-e training_gpu_arch=mi350: its values on the h100 nodes, its result_dict targets not judged" in \
+        problem["expected"]
+    assert problem["found"].startswith("h100 detected on node")

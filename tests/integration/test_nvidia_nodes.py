@@ -1,6 +1,8 @@
 """NVIDIA nodes on the simulated cluster: the seed Megatron-LM config on two NVIDIA-like nodes (`scripts/simcluster
 vendor nvidia`: simulated H100s, the simulated NVIDIA Container Toolkit hook on dockerd's PATH, nvidia-smi
-stand-ins), whose containers get their GPUs through Docker's device request; AMD nodes keep /dev/kfd."""
+stand-ins) runs upstream Megatron-LM's pretrain_gpt.py under torchrun (the stand-in parses its arguments as
+upstream's parser does), whose containers get their GPUs through Docker's device request; AMD nodes keep
+/dev/kfd and ROCm's example script."""
 from __future__ import annotations
 
 import json
@@ -12,8 +14,6 @@ import pytest
 from test_train_e2e import MEGATRON_ARGS, MEGATRON_MULTI, assert_no_training_container, results, run_train, sim_env
 
 pytestmark = pytest.mark.cluster
-NVIDIA_SMI = [{"path": "/run/clusterval-sim/bin/nvidia-smi",
-               "args": ["--query-gpu=index,name,driver_version,memory.total", "--format=csv"]}]
 
 
 class ContainerWatch(threading.Thread):
@@ -49,17 +49,27 @@ def watched_run(cluster, node, *args, **kwargs):
     return proc, watch
 
 
-def test_megatron_seed_on_nvidia_nodes_gets_its_gpus_through_a_device_request(simcluster, nvidia_nodes, tmp_path):
-    # slow enough steps for the watch to catch the container while it runs
+def test_megatron_seed_on_nvidia_nodes_runs_upstream_pretrain_gpt_with_its_gpus_through_a_device_request(
+        simcluster, nvidia_nodes, tmp_path):
+    # slow enough steps for the watch to catch the container while it runs; no training_gpu_arch: the nodes' H100s
+    # are detected and run the seed's mi300x entry (its mi325 entry is the same)
     proc, watch = watched_run(simcluster, nvidia_nodes[-1], MEGATRON_MULTI, tmp_path, nvidia_nodes,
-                              extra=sim_env(STEP_SECONDS="0.5"), args=MEGATRON_ARGS,
-                              more_vars={"preflight_gpu_tools": NVIDIA_SMI})
+                              extra=sim_env(STEP_SECONDS="0.5"), args=["-e", "training_model=llama3_1_8b"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert results(tmp_path)["verdict"] == "PASS"
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (plan["gpu_vendor"], plan["gpu_vendor_source"]) == ("nvidia", "the inventory's training_gpu_vendor")
-    # preflight read the simulated nvidia-smi: vendor, count, model, driver and CUDA version
-    assert "gpu_vendor: /run/clusterval-sim/bin/nvidia-smi: nvidia GPUs" in proc.stdout
+    assert (plan["gpu_arch"], plan["gpu_arch_detected"]["arch"]) == ("mi300x", "h100")
+    # upstream Megatron-LM's launch, its arguments read by the stand-in as upstream's parser reads them
+    launch = plan["node_shared"]["launch"]["command"] if "node_shared" in plan else \
+        plan["nodes"][nvidia_nodes[0]]["launch"]["command"]
+    assert launch.startswith("torchrun --nproc_per_node 8 ") and " pretrain_gpt.py " in launch
+    first_log = (tmp_path / "logs" / nvidia_nodes[0] / "training.log").read_text()
+    assert "  fp8 ............................................. hybrid" in first_log
+    assert "  num_layers ...................................... 32" in first_log
+    assert "iteration" in (tmp_path / "logs" / nvidia_nodes[-1] / "training.log").read_text()
+    # preflight read the simulated nvidia-smi at its real path: vendor, count, model, driver and CUDA version
+    assert "gpu_vendor: /usr/bin/nvidia-smi: nvidia GPUs" in proc.stdout
     assert "8 x NVIDIA H100 80GB HBM3 (h100), driver 550.90.07, CUDA 12.4" in proc.stdout
     assert watch.inspect is not None, "the training container was never seen running"
     host_config = watch.inspect["HostConfig"]

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from controller import ansible_playbook
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 BIN = os.path.dirname(sys.executable)
@@ -47,7 +48,7 @@ def ansible_env(tmp_path_factory):
 
 def run_plan(ansible_env, *extra, playbook="playbooks/plan.yml", cwd=REPO, config=CONFIG):
     env, inventory = ansible_env
-    argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(REPO, playbook),
+    argv = [ansible_playbook(), "-i", inventory, os.path.join(REPO, playbook),
             "-e", "training_config=" + config, "-e", "training_model=llama3_1_8b",
             "-e", "training_gpu_arch=mi300x", *extra]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -147,7 +148,7 @@ def test_node_view_filter_in_a_playbook_gives_the_same_node_from_both_forms(ansi
     playbook.write_text(NODE_VIEW_PLAYBOOK % {"config": os.path.join(REPO, CONFIG)})
     views = {}
     for compact in ("false", "true"):
-        argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, str(playbook),
+        argv = [ansible_playbook(), "-i", inventory, str(playbook),
                 "-e", "compact_form=" + compact, "-e", json.dumps(OVERRIDES)]
         proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -180,3 +181,24 @@ def test_overrides_given_as_a_list_fail_with_our_message_before_any_node(ansible
     failed = task_results(proc.stdout, "Plan the run")["n1"]
     assert failed["msg"].startswith("%s: expected an object in the config's shape" % variable), failed["msg"]
     assert "found a list" in failed["msg"] and "combine" not in proc.stdout
+
+
+@pytest.mark.parametrize("playbook", ["playbooks/plan.yml", "playbooks/train.yml", "playbooks/preflight.yml",
+                                      "playbooks/fabric.yml", "playbooks/isolate.yml", "playbooks/teardown.yml"])
+def test_a_misspelt_host_is_refused_before_any_node_is_touched(ansible_env, playbook):
+    # Ansible alone would warn about n9 and run on n1: a smaller run than asked, reported as a PASS.
+    extra = ["-e", "training_hosts=n1:n9", "-e", "training_iterations=10", "-e", json.dumps(OVERRIDES)]
+    proc = run_plan(ansible_env, *extra, playbook=playbook)
+    assert proc.returncode != 0
+    [(name, result)] = task_results(proc.stdout, "The training hosts are in the inventory").items()
+    assert name == "localhost" and result["failed"] is True
+    assert result["msg"].startswith("training_hosts: n9 matches no host or group of the inventory (did you mean")
+    plays = [play["play"]["name"] for play in json.loads(proc.stdout)["plays"]]
+    assert plays == ["Check the inventory"]
+
+
+def test_a_misspelt_exclusion_is_refused_since_it_would_grow_the_run(ansible_env):
+    proc = run_plan(ansible_env, "-e", "training_hosts=training_nodes:!n33", "-e", json.dumps(OVERRIDES))
+    assert proc.returncode != 0
+    result = task_results(proc.stdout, "The training hosts are in the inventory")["localhost"]
+    assert "n33 matches no host or group of the inventory" in result["msg"]

@@ -73,7 +73,7 @@ def test_failed_run_fails_the_play_with_readable_lines(tmp_path):
     assert "\n  also failed: completion step\n" in done.stdout
     suite = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
     culprit = suite.find("testcase")
-    assert culprit.get("classname") == "node2" and culprit.get("name").startswith("culprit: ")
+    assert culprit.get("classname") == "clusterval.training.culprit" and culprit.get("name").startswith("culprit: ")
     assert "node2: stopped at step 12 of 29" in culprit.find("failure").text
     assert json.loads((run_dir / "results.json").read_text())["verdict"] == "FAIL"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -72,3 +73,29 @@ def test_extra_vars_parsing():
     assert example.extra_vars(["a=1", '{"b": {"c": 2}}']) == {"a": "1", "b": {"c": 2}}
     with pytest.raises(SystemExit, match="expected key=value"):
         example.extra_vars(["novalue"])
+
+
+@pytest.mark.cluster
+def test_the_usage_line_works_from_the_checkout_with_a_relative_inventory(simcluster, capsys, monkeypatch):
+    """As the docstring says: run from the project (here the checkout), every path relative to it."""
+    monkeypatch.chdir(REPO)
+    inventory = os.path.relpath(simcluster.inventory, REPO)
+    fast = {"training_hosts": ":".join(simcluster.nodes[:2]), "training_overrides_extra": {"config": {
+        "container_config": {"env_dict": {"CLUSTERVAL_SIM_STEP_SECONDS": "0.2"}}}}, "fabric_enabled": False}
+    code = load_example().main(["-i", inventory, "-e", "training_config=configs/jax/mi300x_distributed_llama3_1_70b.json",
+                                "-e", json.dumps(fast)])
+    captured = capsys.readouterr()
+    output = json.loads(captured.out)
+    assert code == 0 and output["clusterval_training"]["verdict"] == "PASS", captured.err[-3000:]
+    assert output["clusterval_training"]["run_dir"].startswith(os.path.join(REPO, "runs"))
+    shutil.rmtree(output["clusterval_training"]["run_dir"])
+
+
+@pytest.mark.cluster
+def test_a_job_that_publishes_nothing_says_why(simcluster, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code = load_example().main(["-i", os.path.relpath(simcluster.inventory, REPO), "-e", "training_hosts=nosuchnode",
+                                "-e", "training_config=configs/jax/mi300x_distributed_llama3_1_70b.json"])
+    captured = capsys.readouterr()
+    assert code == 2 and json.loads(captured.out)["status"] == "failed"
+    assert "published no clusterval_training" in captured.err and "no host matches nosuchnode" in captured.err

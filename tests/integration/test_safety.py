@@ -296,7 +296,7 @@ def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simclus
     assert document["headline"].startswith(f"FAIL: stopped in preflight: {lost}: unreachable")
     assert document["stop"]["never_started"] == sorted(hosts)
     junit = (tmp_path / "junit.xml").read_text()
-    assert f'classname="{lost}" name="stopped in preflight"' in junit and ' errors="1"' in junit
+    assert 'classname="clusterval.training.run" name="stopped in preflight"' in junit and lost in junit and ' errors="1"' in junit
     html = (tmp_path / "report.html").read_text()
     assert "No check failed" not in html and f"{lost}: unreachable" in html
     assert f"VERDICT: FAIL: stopped in preflight: {lost}: unreachable" in proc.stdout

@@ -214,7 +214,7 @@ def test_a_node_whose_log_disk_fills_up_is_named_for_its_disk(simcluster, four, 
     full = four[2]
     run_id = "20261126T000000Z-d15c00-node-disk"
     run_dir = "/tmp/clusterval-logs/clusterval/" + run_id
-    simcluster.ssh(full, f"mkdir -p {run_dir} && mount -t tmpfs -o size=2m tmpfs {run_dir}")
+    simcluster.ssh(full, f"mkdir -p {run_dir} && sudo mount -t tmpfs -o size=2m tmpfs {run_dir}")
     try:
         # Preflight would refuse a file system this small for the log a run writes: the disk fills up later.
         run = Run(simcluster, tmp_path, four, more_vars={"training_run_id": run_id, "preflight_min_free_mib": 0,
@@ -223,7 +223,7 @@ def test_a_node_whose_log_disk_fills_up_is_named_for_its_disk(simcluster, four, 
         simcluster.ssh(full, f"dd if=/dev/zero of={run_dir}/filler bs=64k 2>/dev/null; true")
         run.finish()
     finally:
-        simcluster.ssh(full, f"umount -l {run_dir}", check=False)
+        simcluster.ssh(full, f"sudo umount -l {run_dir}", check=False)
     assert run.proc.returncode != 0
     assert agreed_culprit(run) == full, run.verdict()
     assert run.verdict().startswith(f"VERDICT: FAIL: {full} disk "), run.verdict()

@@ -166,6 +166,47 @@ def test_megatron_rank_fails_when_it_cannot_reach_the_master(simcluster):
     assert "torch.distributed.DistNetworkError: The client socket has timed out after 2000ms" in proc.stdout
 
 
+def test_nodes_are_reached_as_a_user_with_passwordless_sudo_and_the_docker_group(simcluster):
+    node = simcluster.nodes[0]
+    out = simcluster.ssh(node, "id -un; id -Gn; stat -c '%A %U %G' /var/run/docker.sock; "
+                               "docker info -f '{{.Name}}'; sudo -n id -un").stdout.splitlines()
+    assert out[0] == simcluster.user != "root"
+    assert "docker" in out[1].split()
+    assert out[2:] == ["srw-rw---- root docker", node, "root"]
+    with pytest.raises(KeyError):
+        __import__("pwd").getpwnam(simcluster.user)  # the user is the nodes' alone, not the host's
+
+
+def test_the_kernel_log_refuses_the_user_and_answers_under_sudo(simcluster):
+    node = simcluster.nodes[0]
+    refused = simcluster.ssh(node, "dmesg", check=False)
+    expected = "dmesg: read kernel buffer failed: Operation not permitted"
+    assert (refused.returncode, refused.stderr.strip()) == (1, expected)
+    assert f"[clusterval simulator] simulated kernel log of {node}" in simcluster.ssh(node, "sudo dmesg").stdout
+
+
+def test_the_vendors_gpu_tools_are_at_their_real_paths(simcluster, nvidia_nodes):
+    amd = simcluster.nodes[0]
+    assert simcluster.ssh(amd, "/opt/rocm/bin/amd-smi static --asic | grep -c MARKET_NAME").stdout.strip() == "8"
+    products = simcluster.ssh(amd, "/opt/rocm/bin/rocm-smi --showproductname --json").stdout
+    assert '"Card Series": "AMD Instinct MI300X"' in products
+    assert simcluster.ssh(amd, "/opt/rocm/bin/rocminfo | grep -c 'Device Type: *GPU'").stdout.strip() == "8"
+    assert simcluster.ssh(amd, "test -e /usr/bin/nvidia-smi", check=False).returncode == 1
+    nvidia = nvidia_nodes[0]
+    assert len(simcluster.ssh(nvidia, "/usr/bin/nvidia-smi -L").stdout.splitlines()) == 8
+    assert simcluster.ssh(nvidia, "test -e /opt/rocm", check=False).returncode == 1
+
+
+def test_access_takes_sudo_and_the_docker_group_away(simcluster, access):
+    node = simcluster.nodes[-1]
+    access(node, "--no-sudo", "--no-docker-group")
+    sudo = simcluster.ssh(node, "sudo -n true", check=False)
+    assert sudo.returncode == 1 and "a password is required" in sudo.stderr
+    docker = simcluster.ssh(node, "docker ps", check=False)
+    assert docker.returncode != 0 and "permission denied" in docker.stderr
+    assert "docker" not in simcluster.ssh(node, "id -Gn").stdout.split()
+
+
 def test_up_again_keeps_the_running_cluster(simcluster):
     before = simcluster.data_roots
     pids = [(simcluster.state_dir / "nodes" / n / "dockerd.pid").read_text() for n in simcluster.nodes]

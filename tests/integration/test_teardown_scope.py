@@ -1,8 +1,8 @@
 """`teardown.yml` without a run id frees this cluster's nodes and never touches another cluster's runs (issue 19).
 
 Two simulated clusters whose nodes have the same names (node1, node2) share the home directory their runs are
-recorded in (`~/.cache/clusterval/`): each simulated node has its own /root, so the test mounts one directory
-there on every node of both clusters, as every node of two real clusters sees a home directory on NFS. Real
+recorded in (`~/.cache/clusterval/`): each simulated node has its own /home, so the test mounts one directory
+at the SSH user's ~/.cache/clusterval on every node of both clusters, as every node of two real clusters sees a home directory on NFS. Real
 ansible-playbook, SSH and Docker daemons."""
 from __future__ import annotations
 
@@ -48,13 +48,14 @@ def shared_home(simcluster, other_cluster):
     """One ~/.cache/clusterval for every node of both clusters (an NFS home), unmounted at the end. It lives on
     the first cluster's shared directory: /tmp is private to each node."""
     shared = simcluster.shared_dir / simcluster.unique_name("home-cache")
-    shared.mkdir()
-    target = "/root/.cache/clusterval"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # the nodes' user writes there, as into its home
+    target = f"/home/{simcluster.user}/.cache/clusterval"
     mounted = []
     for cluster, env in ((simcluster, {}), (other_cluster, OTHER)):
         for node in simcluster.nodes[:2]:
-            subprocess.run([str(SIMCLUSTER), "exec", node, "--", "sh", "-c",
-                            f"mkdir -p {target} && mount --bind {shared} {target}"],
+            cluster.ssh(node, f"mkdir -p {target}")
+            subprocess.run([str(SIMCLUSTER), "exec", node, "--", "mount", "--bind", str(shared), target],
                            env=dict(os.environ, **env), check=True, capture_output=True, timeout=60)
             mounted.append((node, env))
     try:

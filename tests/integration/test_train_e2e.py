@@ -5,18 +5,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan import node_view
+from controller import ansible_playbook
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+ANSIBLE_PLAYBOOK = ansible_playbook()
 JAX_MULTI = "configs/jax/mi300x_distributed_llama3_1_70b.json"
 JAX_SINGLE = "configs/jax/mi300x_singlenode_llama3_1_70b.json"
 MEGATRON_MULTI = "configs/megatron/mi3xx_megatron_llama_distributed.json"
@@ -125,6 +125,13 @@ def test_jax_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
     assert (tmp_path / "plan.json").is_file()
     assert_no_training_container(simcluster, nodes)
     assert "shared_cache: " in proc.stdout and not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))
+    # preflight's real defaults, as the nodes' user (not root): dmesg as root through become, the GPUs through
+    # the vendor's tool at its real path
+    for node in nodes:
+        assert f"{node} preflight OK   gpu_errors: no GPU error in the kernel log since boot (dmesg, as root)" \
+            in proc.stdout
+        assert (f"{node} preflight OK   gpu_count: /opt/rocm/bin/amd-smi lists 8 GPUs (AMD Instinct MI300X), the "
+                "plan needs 8") in proc.stdout
 
 
 def test_megatron_multi_node_seed_config_passes(simcluster, nodes, tmp_path):
@@ -258,7 +265,7 @@ def test_a_slow_node_slows_every_node_in_lock_step_and_is_no_straggler(simcluste
 
 def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(simcluster, nodes, tmp_path):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
-    # The node's packages are checked in the container's call (installed already: nothing would change).
+    # The node's packages are checked as root in a task of their own (installed already: nothing would change).
     argv = train_argv(simcluster, JAX_MULTI, tmp_path, nodes, args=["--check"]) + [
         "-e", json.dumps({"node_prep_rdma_packages": ["iproute2"]})]
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
@@ -266,6 +273,8 @@ def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(si
     tasks = [task for play in json.loads(proc.stdout)["plays"] for task in play["tasks"]]
     shown = {host: result for t in tasks if t["task"]["name"].endswith("running the framework")
              for host, result in t["hosts"].items()}
+    packages = {host: result for t in tasks if t["task"]["name"].endswith("The node's packages, installed as root")
+                for host, result in t["hosts"].items()}
     plan = json.loads((tmp_path / "plan.json").read_text())
     for rank, node in enumerate(nodes):
         container = shown[node]["container"]
@@ -274,7 +283,7 @@ def test_check_mode_shows_each_nodes_container_and_command_and_starts_nothing(si
         assert node_view(plan, node)["container"]["command"] == ["sh", node_view(plan, node)["run_dir"] + "/launch.sh"]
         assert shown[node]["launch"] == node_view(plan, node)["launch"]
         assert container["env"]["NODE_RANK"] == str(rank) and container["image"] == simcluster.image
-        assert shown[node]["host_packages"] == {"names": ["iproute2"], "changed": False}
+        assert packages[node]["changed"] is False and not packages[node].get("failed")
     assert_no_training_container(simcluster, nodes)
     assert not list(simcluster.shared_dir.glob(".clusterval-preflight-*"))
 
@@ -283,7 +292,7 @@ def test_a_package_the_nodes_lack_stops_the_run_at_the_containers_start(simclust
     missing = "clusterval-no-such-package"
     proc = run_train(simcluster, JAX_MULTI, tmp_path, nodes, more_vars={"node_prep_rdma_packages": ["iproute2", missing]})
     assert proc.returncode != 0
-    assert f"installing iproute2, {missing} on the node: No package matching '{missing}' is available" in proc.stdout
+    assert f"No package matching '{missing}' is available" in proc.stdout
     stop = results(tmp_path)["stop"]
     assert stop["stage"] == "container start" and stop["hosts"] == nodes and stop["never_started"] == nodes
     assert "Launch the framework" not in proc.stdout

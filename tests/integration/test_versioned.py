@@ -3,6 +3,7 @@ suite's own configs (tests/fixtures/cvs) with a threshold file written beside th
 settings the run has, with the whole-run metrics of the suite's threshold files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -61,12 +62,28 @@ def test_a_versioned_maxtext_config_is_judged_by_its_cell_with_the_suites_metric
     assert_no_training_container(simcluster, nodes)
 
 
+@contextlib.contextmanager
+def gpus_of(cluster, nodes: list[str], model: str):
+    """The nodes' simulated GPUs are `model`s (their GPU tools say so) for the test."""
+    files = [cluster.state_dir / "nodes" / node / "sim" / "gpus.json" for node in nodes]
+    before = [path.read_text() for path in files]
+    for path in files:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "model": model}))
+    try:
+        yield
+    finally:
+        for path, text in zip(files, before):
+            path.write_text(text)
+
+
 def test_a_versioned_megatron_config_runs_its_combination_and_passes_its_cell(simcluster, tmp_path):
     nodes = simcluster.nodes[:2]
     config = with_thresholds(MEGATRON, tmp_path, MEGATRON_CELL, {
         "tokens_per_gpu": ("min", 1.0), "elapsed_time_per_iteration": ("max", 1e9),
         "scaling_efficiency_pct": ("min", 85.0), "final_loss": ("max", 1e9)})
-    proc = run_train(simcluster, config, tmp_path / "run", nodes)
+    # an MI325X config: preflight checks the nodes' GPUs are MI325X
+    with gpus_of(simcluster, nodes, "AMD Instinct MI325X"):
+        proc = run_train(simcluster, config, tmp_path / "run", nodes)
     assert proc.returncode == 0, proc.stdout[-3000:]
     document = results(tmp_path / "run")
     assert document["verdict"] == "PASS" and document["threshold_file"]["cell"] == MEGATRON_CELL

@@ -58,11 +58,17 @@ def test_optional_numbers_have_no_default_so_the_roles_defaults_apply():
 
 
 def test_the_survey_defaults_select_a_model_of_the_default_config():
+    """The GPU arch is detected by default (playbooks/gpu_arch.yml): on MI300X nodes, the config's mi300x."""
     defaults = questions()
+    assert defaults["training_gpu_arch"]["default"] == "auto"
     config = load_config_file(str(REPO / defaults["training_config"]["default"]))
-    selection = select_model_params(config, defaults["training_model"]["default"],
-                                    defaults["training_gpu_arch"]["default"], nhosts=2)
+    selection = select_model_params(config, defaults["training_model"]["default"], "mi300x", nhosts=2)
     assert (selection.model, selection.gpu_arch) == ("llama3_1_8b", "mi300x")
+
+
+def test_the_survey_offers_a_runs_directory_outside_the_project():
+    runs = questions()["training_runs_dir"]
+    assert runs["required"] and runs["default"].startswith("/") and not runs["default"].startswith("/runner")
 
 
 def test_the_survey_timeouts_admit_the_roles_defaults():
@@ -83,7 +89,7 @@ def test_the_survey_timeouts_admit_the_roles_defaults():
     (lambda s: s["spec"][0].update(max=10), "is longer than 10"),
     (lambda s: s["spec"][2].update(type="multiplechoice"), "spec[2].choices: required for multiplechoice"),
     (lambda s: s["spec"][2].update(type="multiplechoice", choices=["mi325", "mi355"]),
-     "spec[2].default: mi300x is not a choice"),
+     "spec[2].default: auto is not a choice"),
 ])
 def test_the_checker_refuses_what_awx_refuses(change, error):
     spec = load(SURVEY)

@@ -64,11 +64,10 @@ def test_the_definition_is_ansible_builder_version_3():
 def test_the_context_installs_ansible_core_and_runner_as_the_project_pins_them(context):
     containerfile = (context / "Containerfile").read_text()
     refs = re.search(r'^ARG ANSIBLE_INSTALL_REFS="(.*)"$', containerfile, re.M).group(1).split()
-    requirements = REPO / "requirements.txt"
-    assert refs == ["ansible-core" + requirement(requirements, "ansible-core"),
-                    "ansible-runner" + requirement(requirements, "ansible-runner")]
-    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
-    assert requirement(requirements, "ansible-core").startswith(runtime["requires_ansible"])
+    definition = yaml.safe_load(EE_FILE.read_text())["dependencies"]
+    # The release of the image (the newest supported one): test_supported_releases.py.
+    assert refs == [definition["ansible_core"]["package_pip"],
+                    "ansible-runner" + requirement(REPO / "requirements.txt", "ansible-runner")]
 
 
 def test_the_context_installs_community_docker_as_galaxy_yml_requires_it(context):

@@ -51,15 +51,3 @@ def test_every_role_entry_point_is_described():
         for name, entry in yaml.safe_load(specs.read_text())["argument_specs"].items():
             where = "%s: %s" % (specs.relative_to(REPO), name)
             assert entry.get("short_description") and entry.get("description"), where
-
-
-def test_a_sanity_ignore_file_for_every_admitted_core_version():
-    """From requires_ansible's lower bound to the newest version with a file, and the installed one, no gap."""
-    from ansible.release import __version__  # pylint: disable=import-outside-toplevel
-
-    runtime = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())
-    lowest = re.fullmatch(r">=(\d+)\.(\d+)\.\d+", runtime["requires_ansible"])
-    assert lowest, "requires_ansible is no longer a plain lower bound: %s" % runtime["requires_ansible"]
-    found = sorted(int(path.stem.split(".")[1]) for path in (REPO / "tests" / "sanity").glob("ignore-2.*.txt"))
-    installed = int(__version__.split(".")[1])
-    assert found == list(range(int(lowest.group(2)), max(found + [installed]) + 1))

@@ -27,9 +27,10 @@ def checkout(tmp_path):
     for name in ("requirements.txt", "requirements-test.txt"):
         (root / name).write_text("# %s\n" % name)
     (root / ".venv" / "bin").mkdir(parents=True)
-    executable(root / ".venv" / "bin" / "python", "exit 0\n")
     # the real-framework image's build (scripts/simcluster build-real) only says it was asked
     executable(root / "scripts" / "simcluster", 'echo "$*" >> "$(dirname "$0")/simcluster.log"\n')
+    # so does the execution environment's (scripts/ee build, run by the venv's Python)
+    executable(root / ".venv" / "bin" / "python", 'echo "$*" >> "$(dirname "$0")/../../scripts/python.log"\n')
     stamp = hashlib.sha256(b"# requirements.txt\n# requirements-test.txt\n").hexdigest()
     (root / ".venv" / ".requirements.sha").write_text(stamp + "\n")
     return root
@@ -84,13 +85,16 @@ def test_an_engine_that_does_not_run_stops_setup_before_apt(checkout, tmp_path):
     assert "does not run" in done.stderr and "leaves an installed engine alone" in done.stderr
 
 
-def test_setup_builds_the_real_framework_image_unless_told_not_to(checkout, tmp_path):
+@pytest.mark.parametrize("log, call, skip", [
+    ("simcluster.log", "build-real", "CLUSTERVAL_SKIP_REAL_IMAGE"),  # the real-framework image
+    ("python.log", "scripts/ee build", "CLUSTERVAL_SKIP_EE_IMAGE"),  # the execution environment
+], ids=["real-framework-image", "execution-environment"])
+def test_setup_builds_the_cached_images_unless_told_not_to(checkout, tmp_path, log, call, skip):
     done, dummy = run_setup(checkout, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert (checkout / "scripts" / "simcluster.log").read_text().splitlines() == ["build-real"]
-    (checkout / "scripts" / "simcluster.log").unlink()
+    assert (checkout / "scripts" / log).read_text().splitlines() == [call]
+    (checkout / "scripts" / log).unlink()
     skipped = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh")], capture_output=True, text=True,
-                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path),
-                                  "CLUSTERVAL_SKIP_REAL_IMAGE": "1"}, check=False)
+                             env={"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path), skip: "1"}, check=False)
     assert skipped.returncode == 0, skipped.stderr
-    assert not (checkout / "scripts" / "simcluster.log").exists()
+    assert not (checkout / "scripts" / log).exists()

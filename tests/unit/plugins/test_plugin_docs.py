@@ -18,7 +18,7 @@ def docstrings(path):
                     yield target.id, node.value.value
 
 
-PYTHON_PLUGINS = sorted(p for kind in ("modules", "action", "callback", "filter", "doc_fragments")
+PYTHON_PLUGINS = sorted(p for kind in ("modules", "action", "callback", "filter", "lookup", "doc_fragments")
                         for p in (PLUGINS / kind).glob("*.py") if p.name != "__init__.py")
 
 

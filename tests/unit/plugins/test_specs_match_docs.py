@@ -62,10 +62,22 @@ def normalised(spec):
 MODULES = sorted(path.stem for path in (PLUGINS / "modules").glob("*.py") if path.stem != "__init__")
 
 
+def documented_options(module):
+    """The module's options with those of its doc fragments (``clusterval.training.<fragment>[.<VARIABLE>]``)."""
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    options = dict(doc.get("options") or {})
+    for reference in doc.get("extends_documentation_fragment") or []:
+        parts = reference.split(".")[2:]
+        fragment = importlib.import_module(f"{PACKAGE}.doc_fragments.{parts[0]}").ModuleDocFragment
+        text = getattr(fragment, parts[1].upper() if len(parts) > 1 else "DOCUMENTATION")
+        options.update(yaml.safe_load(text).get("options") or {})
+    return options
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_the_spec_matches_the_documentation(name, monkeypatch):
     module = importlib.import_module(f"{PACKAGE}.modules.{name}")
-    documented = yaml.safe_load(module.DOCUMENTATION).get("options") or {}
+    documented = documented_options(module)
     assert normalised(interface_spec(name, monkeypatch)) == normalised(documented)
 
 

@@ -12,7 +12,7 @@ ITERATION = re.compile(
     r"([\d.]+) \| learning rate: \d\.\d{6}E[-+]\d\d \| global batch size: +(\d+) \|(?: lm loss: (\S+) \|)? "
     r"loss scale: 1\.0 \|(?: grad norm: [\d.]+ \|)? number of skipped iterations: +0 \| "
     r"number of nan iterations: +(\d+) \|$", re.M)
-# A real line of the ROCm fork (shared/fixtures/real-logs/megatron_real.txt, MG-11).
+# A real line of the ROCm fork (tests/fixtures/real-logs/megatron_real.txt, MG-11).
 REAL_LINE = (" [2025-08-13 03:42:28] iteration       50/      50 | consumed samples:        12800 | elapsed time per "
              "iteration (ms): 10235.8 | mem usages: 0.7494 | throughput per GPU (TFLOP/s/GPU): 590.2 | learning rate: "
              "9.999999E-05 | global batch size:   256 | lm loss: 7.272264E+00 | loss scale: 1.0 | grad norm: 1.571 | "

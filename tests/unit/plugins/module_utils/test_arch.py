@@ -96,7 +96,9 @@ def test_an_arch_the_config_has_no_entry_for_lists_the_configs_archs():
     problem = error.value.problems[0]
     assert problem.path == PATH
     assert problem.expected == ("an entry for the nodes' GPU arch (the config has: mi300x, mi325) "
-                                "(training_gpu_arch=auto)")
+                                "(training_gpu_arch=auto); set training_gpu_arch to the entry to run "
+                                "(-e training_gpu_arch=mi300x: its values on the mi350 nodes) or add an entry "
+                                "model_params.multi_node.llama3_1_8b.mi350 (training_overrides)")
     assert problem.found == "mi350 detected on n1"
 
 
@@ -165,7 +167,9 @@ def test_the_detected_vendor_is_the_runs_unless_the_inventory_says_otherwise():
     result = plan(found, overrides=overrides)
     assert (result["gpu_arch"], result["gpu_vendor"]) == ("h100", "nvidia")
     assert result["gpu_vendor_source"] == "detected on the nodes by nvidia-smi"
-    assert result["nodes"]["n1"]["container"]["env"]["MBS"] == "4"
+    # the h100 entry's values, given to upstream Megatron-LM's pretrain_gpt.py (NVIDIA's image)
+    assert "pretrain_gpt.py" in result["nodes"]["n1"]["launch"]["command"]
+    assert "--micro-batch-size 4" in result["nodes"]["n1"]["launch"]["command"]
     assert result["nodes"]["n1"]["container"]["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
     with pytest.raises(ConfigError) as error:
         plan(found, hosts=[Host("n1", "10.0.0.1", "amd"), Host("n2", "10.0.0.2", "amd")], overrides=overrides)
@@ -209,3 +213,48 @@ def test_a_tool_that_fails_with_its_complaint_on_stdout_is_no_gpu(tmp_path):
     assert report is None
     assert tried == ["%s failed: exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
                      "driver." % nvidia]
+
+
+def test_nvidia_gpus_run_the_seeds_amd_entries_when_they_agree_and_judge_none_of_their_targets():
+    overrides = copy.deepcopy(NETWORK)
+    overrides["model_params"] = {"multi_node": {"llama3_1_8b": {"mi300x": {"result_dict": {
+        "throughput_per_gpu": "610.0"}}, "mi325": {"result_dict": {"throughput_per_gpu": "620.0"}}}}}
+    found = {"n1": nvidia_smi(), "n2": nvidia_smi()}
+    result = plan(found, overrides=overrides, container_image="nvcr.io/nvidia/pytorch:25.09-py3")
+    assert (result["gpu_arch"], result["gpu_vendor"]) == ("mi300x", "nvidia")
+    assert (result["gpu_arch_detected"]["key"], result["gpu_arch_detected"]["arch"]) == ("mi300x", "h100")
+    assert result["gpu_arch_source"].endswith(
+        "; the config has no nvidia entry: mi300x's values run, which mi325's equal (its targets are amd GPUs', "
+        "not judged)")
+    assert "pretrain_gpt.py" in result["nodes"]["n1"]["launch"]["command"]
+    threshold = result["thresholds"][0]  # the seed's tokens_per_gpu is <changeme>
+    assert (threshold["metric"], threshold["set"], threshold["value"]) == ("throughput_per_gpu", False, None)
+    assert threshold["unset_reason"] == "throughput_per_gpu 610.0 of mi300x, not judged on nvidia GPUs"
+
+
+def test_amd_entries_that_differ_are_refused_on_nvidia_gpus_with_the_fix():
+    mi350 = {"fsdp": "0", "recompute": "0", "batch_size": "128", "result_dict": {"tokens_per_gpu": "1"}}
+    entries = {"mi350": mi350, "mi355": dict(mi350, fsdp="1", recompute="1", result_dict={})}
+    with pytest.raises(ConfigError) as error:
+        _arch.pick_detected(PATH, ["mi350", "mi355"], {"n1": nvidia_smi()}, "training_gpu_arch=auto", entries)
+    problem = error.value.problems[0]
+    assert problem.expected == (
+        "an entry for the nodes' GPU arch, or entries of amd that agree (the config has: mi350, mi355, which differ "
+        "in fsdp, recompute) (training_gpu_arch=auto); set training_gpu_arch to the entry to run "
+        "(-e training_gpu_arch=mi350: its values on the h100 nodes, its result_dict targets not judged) or add an "
+        "entry model_params.multi_node.llama3_1_8b.h100 (training_overrides)")
+    assert problem.found == "h100 detected on n1"
+
+
+def test_an_amd_entry_given_for_nvidia_gpus_runs_with_its_targets_not_judged():
+    overrides = copy.deepcopy(NETWORK)
+    overrides["model_params"] = {"multi_node": {"llama3_1_8b": {"mi300x": {"result_dict": {
+        "throughput_per_gpu": "610.0", "tokens_per_gpu": "<changeme>"}}}}}
+    result = plan(None, hosts=[Host("n1", "10.0.0.1", "nvidia"), Host("n2", "10.0.0.2", "nvidia")],
+                  overrides=overrides, gpu_arch="mi300x", container_image="nvcr.io/nvidia/pytorch:25.09-py3")
+    assert [(t["metric"], t["set"], t.get("unset_reason")) for t in result["thresholds"]] == [
+        ("throughput_per_gpu", False, "throughput_per_gpu 610.0 of mi300x, not judged on nvidia GPUs"),
+        ("tokens_per_gpu", False, None)]
+    assert ("model_params.multi_node.llama3_1_8b.mi300x: the parameters of the config's mi300x block run on nvidia "
+            "GPUs (the config has no block for them); its result_dict targets are mi300x's, reported and not judged"
+            in result["warnings"])

@@ -1,4 +1,4 @@
-"""Cause lines, advisories and consequences on real output (tests/fixtures/real-logs, ../shared fixtures)."""
+"""Cause lines, advisories and consequences on real output (tests/fixtures/real-logs)."""
 from __future__ import annotations
 
 import pytest

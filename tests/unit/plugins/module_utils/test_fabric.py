@@ -11,7 +11,7 @@ from ansible_collections.clusterval.training.plugins.module_utils import _fabric
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 
 REAL = repo_excerpts("rccl_tests_real.txt")
-STANDIN = os.path.join(REPO, "simulator", "node", "all_reduce_perf")
+STANDIN = os.path.join(REPO, "simulator", "standin", "collective_perf.py")
 
 
 def test_rccl_tests_row_with_root_and_devices():

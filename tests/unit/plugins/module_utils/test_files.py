@@ -37,3 +37,12 @@ def test_unknown_owner_is_a_clear_error(tmp_path):
         assert "no such user on the node: no-such-user-here" in str(exc)
     else:
         raise AssertionError("expected a ValueError")
+
+
+def test_another_users_directory_is_used_as_it_is(tmp_path, monkeypatch):
+    share = tmp_path / "share"
+    share.mkdir(mode=0o1777)
+    share.chmod(0o1777)
+    monkeypatch.setattr(_files.os, "geteuid", lambda: share.stat().st_uid + 1)
+    assert _files.ensure_all([str(share)], [], None, False) == []
+    assert share.stat().st_mode & 0o7777 == 0o1777, "a shared directory's mode is not the run's to change"

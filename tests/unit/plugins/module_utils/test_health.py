@@ -54,30 +54,124 @@ def test_gpu_checks_run_the_tool_once_for_arch_and_count(tmp_path):
     assert calls == [[str(tool), "static", "--asic"]]
 
 
-def test_real_amdgpu_errors_are_found_and_quoted():
-    result = _health.kernel_log_check(["dmesg"], _health.GPU_ERROR_PATTERNS, completed(REAL["KL-01"]))
+def test_an_amdgpu_hang_the_driver_recovers_from_is_reported_not_failed():
+    result = _health.kernel_log_check(["dmesg"], completed(REAL["KL-01"]))
+    assert result["ok"] is True
+    assert result["detail"].startswith(
+        "no critical GPU error in the kernel log since boot (dmesg); reported, not failed: ring timeout: a job hung "
+        "the GPU: [127033.279661] amdgpu 0000:c5:00.0: amdgpu: ring gfx_0.0.0 timeout")
+    assert "(and 2 more)" in result["detail"]
+
+
+@pytest.mark.parametrize("line, meaning", [
+    # amdgpu's own messages (drivers/gpu/drm/amd/amdgpu: amdgpu_device.c, amdgpu_ras.c)
+    ("[ 812.004] amdgpu 0000:c5:00.0: amdgpu: GPU reset(2) failed", "GPU reset failed"),
+    ("[ 812.005] amdgpu 0000:c5:00.0: amdgpu: GPU reset end with ret = -19", "GPU reset failed"),
+    ("[ 812.006] amdgpu 0000:c5:00.0: amdgpu: device lost from bus!", "GPU has fallen off the bus"),
+    ("[ 90.1] amdgpu 0000:0b:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
+     "uncorrectable memory or hardware error (RAS)"),
+])
+def test_an_amdgpu_gpu_lost_or_with_bad_memory_fails_the_node(line, meaning):
+    result = _health.kernel_log_check(["dmesg"], completed(REAL["KL-03"] + line + "\n"))
+    assert result == {"check": "gpu_errors", "ok": False,
+                      "detail": "1 critical GPU error in the kernel log since boot (dmesg): %s: %s" % (meaning, line)}
+
+
+def test_an_application_xid_is_reported_with_its_meaning_not_failed():
+    result = _health.kernel_log_check(["dmesg"], completed(REAL["KL-02"]))
+    assert result == {"check": "gpu_errors", "ok": True, "detail": (
+        "no critical GPU error in the kernel log since boot (dmesg); reported, not failed: XID 43 (GPU stopped "
+        "processing: an application's fault): [Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, "
+        "pid=1045242, name=pt_main_thread, Ch 00000008")}
+
+
+def test_a_critical_xid_fails_the_node_and_the_application_xid_beside_it_is_reported():
+    critical = "[ 5012.8] NVRM: Xid (PCI:0000:18:00): 79, pid=2231, GPU has fallen off the bus."
+    result = _health.kernel_log_check(["dmesg"], completed(REAL["KL-02"] + critical + "\n"))
     assert result["ok"] is False
-    assert result["detail"].startswith("5 GPU error lines in the kernel log since boot (dmesg): "
-                                       "[127033.279661] amdgpu 0000:c5:00.0: amdgpu: ring gfx_0.0.0 timeout")
+    assert result["detail"].startswith("1 critical GPU error in the kernel log since boot (dmesg): XID 79 (GPU has "
+                                       "fallen off the bus): %s; reported, not failed: XID 43" % critical)
 
 
-def test_real_xid_line_is_found():
-    found = _health.gpu_error_lines(REAL["KL-02"], _health.GPU_ERROR_PATTERNS)
-    assert found == ["[Wed Jul 31 23:14:18 2024] NVRM: Xid (PCI:0000:00:05): 43, pid=1045242, name=pt_main_thread, "
-                     "Ch 00000008"]
+def test_every_critical_xid_has_a_meaning_and_none_is_also_an_application_one():
+    assert {48, 79} <= set(_health.CRITICAL_XIDS) and all(_health.CRITICAL_XIDS.values())
+    assert not set(_health.CRITICAL_XIDS) & set(_health.REPORTED_XIDS)
+    assert _health.classify("NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error)").critical is True
+    assert _health.classify("NVRM: Xid (PCI:0000:3b:00): 999, pid=1").meaning == "XID 999 (not a critical XID)"
 
 
 def test_healthy_amdgpu_lines_are_not_errors():
-    result = _health.kernel_log_check(["dmesg"], _health.GPU_ERROR_PATTERNS, completed(REAL["KL-03"]))
+    result = _health.kernel_log_check(["dmesg"], completed(REAL["KL-03"]))
     assert result == {"check": "gpu_errors", "ok": True,
                       "detail": "no GPU error in the kernel log since boot (dmesg)"}
 
 
-def test_an_unreadable_kernel_log_fails_with_the_reason():
+def test_the_users_patterns_fail_the_node():
+    result = _health.kernel_log_check(["dmesg"], completed("[ 1.0] mlx5_core 0000:1a:00.0: firmware hang\n"),
+                                      [r"mlx5_core.*firmware hang"])
+    assert result["ok"] is False and "matches preflight_gpu_error_patterns" in result["detail"]
+
+
+def test_the_window_keeps_the_lines_of_its_last_seconds_by_their_stamps():
+    text = ("[ 1000.0] amdgpu 0000:c5:00.0: amdgpu: GPU reset(1) failed\n"
+            "[ 99000.5] amdgpu 0000:c5:00.0: amdgpu: GPU reset(2) failed\n")
+    recent = _health.kernel_log_check(["dmesg"], completed(text), since_s=3600, uptime_s=100000.0)
+    assert recent["detail"] == ("1 critical GPU error in the kernel log in the last 1h (dmesg): GPU reset failed: "
+                                "[ 99000.5] amdgpu 0000:c5:00.0: amdgpu: GPU reset(2) failed")
+    older = _health.kernel_log_check(["dmesg"], completed(text), since_s=600, uptime_s=100000.0)
+    assert older == {"check": "gpu_errors", "ok": True,
+                     "detail": "no GPU error in the kernel log in the last 10m (dmesg)"}
+
+
+@pytest.mark.parametrize("since, seconds", [(None, None), ("boot", None), ("24h", 86400.0), ("7d", 604800.0),
+                                            ("90m", 5400.0), ("3600", 3600.0)])
+def test_kernel_log_windows_read_as_durations(since, seconds):
+    assert _health.window_seconds(since) == seconds
+
+
+def test_a_window_that_is_no_duration_is_refused():
+    with pytest.raises(ValueError, match="expected boot or a duration"):
+        _health.window_seconds("yesterday")
+
+
+def test_an_unreadable_kernel_log_fails_with_the_reason_and_the_way_on():
     run = completed("", 1, "dmesg: read kernel buffer failed: Operation not permitted\n")
-    result = _health.kernel_log_check(["dmesg"], _health.GPU_ERROR_PATTERNS, run)
+    result = _health.kernel_log_check(["dmesg"], run)
     assert result["ok"] is False
     assert "cannot read the kernel log with dmesg: dmesg: read kernel buffer failed" in result["detail"]
+    assert "preflight_kernel_log: skip goes on without it" in result["detail"]
+
+
+def test_a_user_without_sudo_is_named_with_the_way_on():
+    result = _probe.sudo_check("alice", completed("", 1, "sudo: a password is required\n"))
+    assert result == {"check": "gpu_errors", "ok": False, "detail": (
+        "reading the kernel log needs sudo, and alice has none (sudo: a password is required; set "
+        "preflight_kernel_log: skip to go on without it)")}
+    assert _probe.sudo_check("alice", completed("")) is None
+
+
+def test_no_gpu_tool_fails_the_count_naming_the_paths_tried(tmp_path):
+    tools = [{"path": str(tmp_path / "amd-smi")}, {"path": str(tmp_path / "nvidia-smi")}]
+    checks = _probe.gpu_checks(tools, {}, "mi300x", 8)
+    assert checks == [{"check": "gpu_count", "ok": False, "detail": (
+        "no GPU tool found, so the plan's 8 GPUs cannot be counted: tried %s/amd-smi, %s/nvidia-smi "
+        "(preflight_gpu_tools names the node's tools; preflight_gpu_count: 0 skips the count)"
+        % (tmp_path, tmp_path))}]
+    assert _probe.gpu_checks(tools, {}, "mi300x", None)[0]["ok"] is True, "no count asked: the config's arch"
+
+
+def test_a_user_outside_the_sockets_group_is_named_with_the_group(tmp_path, monkeypatch):
+    socket_file = tmp_path / "docker.sock"
+    socket_file.write_text("")
+    monkeypatch.setattr(_probe.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(_probe.os, "getgroups", lambda: [])
+    monkeypatch.setattr(_probe, "account_name", lambda uid: "alice")
+    monkeypatch.setattr(_probe, "group_name", lambda gid: "docker")
+    monkeypatch.setattr(_probe, "group_members", lambda gid: [])
+    assert _probe.docker_check(str(socket_file)) == {"check": "docker", "ok": False, "detail": (
+        "user alice cannot reach the Docker socket %s (not in group docker)" % socket_file)}
+    monkeypatch.setattr(_probe, "group_members", lambda gid: ["alice"])
+    assert "(added to group docker after this login: log in again)" in _probe.docker_check(str(socket_file))["detail"]
 
 
 def write(path, text):

@@ -1,8 +1,11 @@
 """The preflight probe's arguments for a node, computed from the plan and the role's settings."""
 from __future__ import annotations
 
+import pytest
+
+from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
-    probe_args, takeover_args, token_dest, verdict)
+    kernel_log_only_args, probe_args, takeover_args, token_dest, verdict)
 
 
 def plan(mode="multi_node", devices=("/dev/kfd", "/dev/dri"), cache="/shared/cache"):
@@ -98,3 +101,22 @@ def test_a_takeover_tears_down_the_other_run_on_the_node_naming_this_one():
 def test_training_gpu_arch_auto_checks_the_arch_the_plan_detected():
     args = probe_args(dict(plan(), gpu_arch="mi325"), "node1", {"gpu_arch": "auto"}, 2, False)
     assert args["gpu_arch"] == "mi325"
+
+
+def test_the_kernel_log_is_read_with_become_by_default_and_as_root_in_the_task_that_becomes():
+    args = probe_args(plan(), "node1", {"check_sudo": False}, 2, False)
+    assert args["kernel_log"] == {"command": ["dmesg"], "patterns": [], "since": "boot", "privilege": "become",
+                                  "check_sudo": False}
+    skipped = probe_args(plan(), "node1", {"kernel_log": "skip", "kernel_log_since": "24h"}, 2, False)
+    assert skipped["kernel_log"]["privilege"] == "skip" and skipped["kernel_log"]["since"] == "24h"
+    assert probe_args(plan(), "node1", {"kernel_log": "user"}, 2, False)["kernel_log"]["privilege"] == "none"
+    assert kernel_log_only_args("node2", {}) == {
+        "node": "node2", "docker_socket": "", "python_modules": [],
+        "kernel_log": {"command": ["dmesg"], "patterns": [], "since": "boot", "privilege": "none", "check_sudo": True}}
+
+
+@pytest.mark.parametrize("settings, path", [({"kernel_log": "sudo"}, "preflight_kernel_log"),
+                                            ({"kernel_log_since": "last week"}, "preflight_kernel_log_since")])
+def test_a_kernel_log_setting_it_cannot_use_is_refused_naming_it(settings, path):
+    with pytest.raises(ConfigError, match=path):
+        probe_args(plan(), "node1", settings, 2, False)

@@ -89,8 +89,8 @@ def test_junit_has_a_case_per_check_failures_with_their_messages(junit_schema):
     text = _report.junit_xml(doc, hostname="controller")
     junit_schema.assertValid(etree.fromstring(text.encode()))
     suite, cases = cases_of(text)
-    assert ("node1", "threshold tokens_per_sec_per_gpu", "failure") in cases
-    assert ("node1", "convergence loss", "failure") in cases and ("node1", "completion step", None) in cases
+    assert ("clusterval.training.checks", "threshold tokens_per_sec_per_gpu", "failure") in cases
+    assert ("clusterval.training.checks", "convergence loss", "failure") in cases and ("clusterval.training.checks", "completion step", None) in cases
     assert suite.get("failures") == str(sum(1 for c in cases if c[2] == "failure")) == str(len(doc["failures"]))
     assert suite.get("errors") == "0" and suite.get("hostname") == "controller"
     assert suite.get("tests") == str(len(cases))
@@ -113,19 +113,25 @@ def test_junit_validates_against_the_jenkins_xunit_schema(junit_schema, nodes, c
 def test_junit_leads_with_the_culprit_and_groups_its_consequences_in_one_case(crash512):
     suite, cases = cases_of(_report.junit_xml(crash512))
     first = suite.find("testcase")
-    assert first.get("classname") == "node017" and first.get("name") == "culprit: errors crash"
+    assert first.get("classname") == "clusterval.training.culprit" and first.get("name") == "culprit: errors crash"
     assert first.find("failure").text.startswith(crash512["headline"])
     assert "node017: training exited with status 1" in first.find("failure").text
-    assert cases[1] == ("node[001-016,018-512]", "consequences of node017", "failure")
+    assert cases[1] == ("clusterval.training.culprit", "consequences of the culprit", "failure")
     consequence = suite.findall("testcase")[1].find("failure")
     assert consequence.get("message") == "511 node(s) stopped as a consequence of node017: node[001-016,018-512]"
     assert "errors coordination: node[001-016,018-512]" in consequence.text
-    assert ("node[005,040,300]", "threshold tokens_per_sec_per_gpu", "failure") in cases
+    assert ("clusterval.training.checks", "threshold tokens_per_sec_per_gpu", "failure") in cases
     assert suite.get("name").endswith("[SIMULATED]")
     properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert properties["simulated"] == "true" and properties["culprit"] == "node017"
     assert properties["consequences"] == "node[001-016,018-512]"
     assert properties["headline"] == crash512["headline"] and properties["effective_model"] == "llama3.1-70b"
+
+
+def test_junit_case_names_do_not_change_with_the_nodes(crash512):
+    """A CI's history of a case lines up across runs: which node crashed, and where, is the message's."""
+    other = json.loads(json.dumps(crash512).replace("node017", "node200"))
+    assert cases_of(_report.junit_xml(crash512))[1] == cases_of(_report.junit_xml(other))[1]
 
 
 def test_junit_at_512_nodes_is_a_handful_of_cases(crash512):
@@ -140,7 +146,7 @@ def test_a_run_stopped_before_its_verdict_is_an_error_case():
     doc = document_of({"run_id": "r1", "config_name": "cfg"}, None, "node2: unreachable over SSH: no route to host",
                       None, "/tmp/r1")
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert cases == [("run", "stopped before the verdict", "error")]
+    assert cases == [("clusterval.training.run", "stopped before the verdict", "error")]
     assert suite.get("errors") == "1" and suite.get("tests") == "1"
     error = suite.find("testcase").find("error")
     assert "node2: unreachable over SSH: no route to host" in error.text and error.get("type") == "stop"
@@ -151,7 +157,7 @@ def test_a_stop_with_its_stage_and_nodes_names_them():
                stop={"stage": "preflight", "hosts": ["node3"], "never_started": ["node%d" % i for i in range(1, 9)],
                      "cause": "node3: unreachable"})
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert cases == [("node3", "stopped in preflight", "error")]
+    assert cases == [("clusterval.training.run", "stopped in preflight", "error")]
     text = suite.find("testcase").find("error").text
     assert text.splitlines()[0] == "node3: unreachable"
     assert "nodes: node3" in text and "never started: node[1-8]" in text
@@ -165,7 +171,7 @@ def test_an_unreachable_node_and_a_failed_teardown_are_errors_not_failures():
     doc.update(verdict="FAIL", failures=["node2: node2: unreachable during the run"],
                teardown={"node1": {"ok": True}, "node2": {"unreachable": True, "msg": "no route to host"}})
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert ("node2", "progress", "error") in cases and ("node2", "teardown", "error") in cases
+    assert ("clusterval.training.checks", "progress (infrastructure)", "error") in cases and ("clusterval.training.run", "teardown", "error") in cases
     assert suite.get("failures") == "0" and suite.get("errors") == "2"
     assert "node2: unreachable (no route to host)" in [e.text for e in suite.iter("error")][1]
 
@@ -175,7 +181,7 @@ def test_a_fail_verdict_always_has_a_failing_case():
                failures=["run: hang: no node printed a step for 600 s"])
     doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert cases[0] == ("run", "verdict", "failure") and suite.get("failures") == "1"
+    assert cases[0] == ("clusterval.training.run", "verdict", "failure") and suite.get("failures") == "1"
     assert suite.find("testcase").find("failure").text == "run: hang: no node printed a step for 600 s"
     passing = dict(doc, verdict="PASS", headline="PASS", failures=[])
     suite, cases = cases_of(_report.junit_xml(passing))
@@ -473,8 +479,8 @@ def test_a_run_cause_when_no_node_stands_out_is_an_error_case_and_a_box():
                                        "node2": {"step": None, "reason": "hang", "process": {}}}})
     doc["checks"] = [c for c in doc["checks"] if c["status"] != "fail"]
     suite, cases = cases_of(_report.junit_xml(doc))
-    assert cases[0] == ("run", "run hang", "error") and suite.get("errors") == "1"
-    assert ("run", "verdict", "failure") not in cases
+    assert cases[0] == ("clusterval.training.run", "run hang", "error") and suite.get("errors") == "1"
+    assert ("clusterval.training.run", "verdict", "failure") not in cases
     page = _report.html_report(doc)
     assert "<h3>No node stands out: hang</h3><pre>no node stands out: every node stopped at step 7</pre>" in page
     assert "<tr><td>node1</td><td>7</td><td>hang</td><td>state=S</td></tr>" in page

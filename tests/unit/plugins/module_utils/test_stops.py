@@ -58,7 +58,7 @@ def test_a_node_unreachable_in_preflight_is_named_in_all_three_reports(tmp_path)
     assert "(see above)" not in document["headline"]
     root, cases = junit(tmp_path)
     assert int(root.get("errors")) + int(root.get("failures")) >= 1
-    assert cases[0] == ("node3", "stopped in preflight", ["error"])
+    assert cases[0] == ("clusterval.training.run", "stopped in preflight", ["error"])
     html = (tmp_path / "report.html").read_text()
     assert "No check failed" not in html
     assert "node3: unreachable" in html and "The run stopped in preflight" in html
@@ -113,7 +113,7 @@ def test_an_interrupted_run_keeps_its_checks_but_never_its_pass(tmp_path):
     assert document["headline"] == "FAIL: stopped in teardown: the controller was interrupted (SIGINT) in teardown"
     assert {s["stage"]: s["outcome"] for s in document["stages"]}["teardown"] == "interrupted"
     root, cases = junit(tmp_path)
-    assert ("run", "stopped in teardown", ["error"]) in cases
+    assert ("clusterval.training.run", "stopped in teardown", ["error"]) in cases
 
 
 def test_a_run_judged_to_its_end_has_no_stop_and_a_timeline_of_done_stages(tmp_path):

@@ -56,11 +56,35 @@ def test_a_bad_rdma_lib_names_its_path():
 
 
 def test_keys_we_do_not_use_are_named_in_warnings():
-    extra = {"training_scripts": "/x", "hca_id_pattern": "bnxt_re*", "nccl_ib_hcx": "x"}
+    extra = {"training_scripts": "/x", "hca_id_pattern": "bnxt_re*", "nccl_net_gdr_level": "PHB"}
     warnings = plan(JAX_CURRENT, {"config": {**SITE["config"], **extra}})["warnings"]
     assert "config.training_scripts: ignored (the run uses the framework's own training script)" in warnings
     assert any(w.startswith("config.hca_id_pattern: ignored") for w in warnings)
-    assert not any("nccl_ib_hcx" in w for w in warnings), "an env-like key is an environment variable"
+    assert not any("nccl_net_gdr_level" in w for w in warnings), "an env-like key is an environment variable"
+
+
+def test_a_misspelt_nccl_key_is_refused_naming_what_it_may_have_meant():
+    with pytest.raises(ConfigError) as refused:
+        plan(JAX_CURRENT, {"config": {**SITE["config"], "nccl_socket_ifnmae": "ens1"}})
+    assert refused.value.message == (
+        "config.nccl_socket_ifnmae: expected a variable NCCL 2.30 or RCCL 2.21 reads (did you mean "
+        "nccl_socket_ifname?), found 'nccl_socket_ifnmae', which neither reads")
+
+
+def test_a_misspelt_variable_in_env_dict_is_refused_in_its_own_spelling():
+    env_dict = {**SITE["config"].get("container_config", {}).get("env_dict", {}), "NCCL_IB_GID_INDX": "3"}
+    config = {**SITE["config"], "container_config": {**SITE["config"].get("container_config", {}),
+                                                     "env_dict": env_dict}}
+    with pytest.raises(ConfigError, match=r"config\.container_config\.env_dict\.NCCL_IB_GID_INDX: expected .*"
+                                          r"did you mean NCCL_IB_GID_INDEX\?"):
+        plan(JAX_CURRENT, {"config": config})
+
+
+def test_a_variable_nothing_reads_and_close_to_none_is_a_warning_and_still_exported():
+    planned = plan(JAX_CURRENT, {"config": {**SITE["config"], "nccl_checks_disable": "1"}})
+    assert "config.nccl_checks_disable: NCCL_CHECKS_DISABLE is not a variable NCCL 2.30 or RCCL 2.21 reads; " \
+           "exported as is" in planned["warnings"]
+    assert planned["nodes"]["n2"]["container"]["env"]["NCCL_CHECKS_DISABLE"] == "1"
 
 
 def test_lowercase_env_like_keys_reach_the_container_upper_cased():

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """SIMULATED rccl-tests all_reduce_perf / alltoall_perf for the clusterval simulated cluster (no GPU here).
 
+In the simulator image where the vendors' images keep them: /opt/rccl-tests/build (ROCm) and
+/opt/nccl-tests/build (NVIDIA), run by the fabric gate in a container on every node.
+
 It moves real bytes: the ranks of the group (one per node, from CLUSTERVAL_FABRIC_RANK, _NRANKS, _PEERS and
 _PORT, which the fabric gate sets) form a ring over TCP between the nodes' network namespaces, and each step of
 the ring algorithm sends a chunk to the next rank while receiving one from the previous (all-reduce: 2(n-1)
@@ -9,6 +12,9 @@ measured, and rank 0 prints rccl-tests' table with the measured figures, so a `t
 interface slows every ring through that node, as it would slow RCCL.
 
     all_reduce_perf -b 256K -e 1M -f 2 -g 8 -n 3 -w 1
+
+Real rccl-tests and nccl-tests meet across nodes only through MPI and ignore those variables: each process
+started on its own runs its node alone. CLUSTERVAL_SIM_FABRIC_MPI_ONLY=1 makes the stand-in do the same.
 """
 import argparse
 import os
@@ -146,12 +152,22 @@ def row(nbytes, usec, factor, op):
     return "%12d  %12d  %8s  %6s  %6d%s%s" % (nbytes, count, "float", op, -1, part, part), busbw
 
 
+def alltoall_steps(nranks):
+    return nranks - 1
+
+
+def all_reduce_steps(nranks):
+    return 2 * (nranks - 1)
+
+
 def main():
     args = arguments(sys.argv[1:])
     alltoall = "alltoall" in os.path.basename(sys.argv[0])
     name = "alltoall_perf" if alltoall else "all_reduce_perf"
     rank = int(os.environ.get("CLUSTERVAL_FABRIC_RANK", "0"))
     nranks = int(os.environ.get("CLUSTERVAL_FABRIC_NRANKS", "1"))
+    if os.environ.get("CLUSTERVAL_SIM_FABRIC_MPI_ONLY") == "1":
+        rank, nranks = 0, 1
     peers = [p for p in os.environ.get("CLUSTERVAL_FABRIC_PEERS", "").split(",") if p]
     port = int(os.environ.get("CLUSTERVAL_FABRIC_PORT", "29650"))
     deadline = time.monotonic() + float(os.environ.get("CLUSTERVAL_FABRIC_TIMEOUT", "120"))
@@ -159,10 +175,7 @@ def main():
     while nbytes <= args.maxbytes:
         sizes.append(nbytes)
         nbytes *= max(args.stepfactor, 2)
-    if alltoall:
-        steps_of = lambda n: n - 1  # noqa: E731
-    else:
-        steps_of = lambda n: 2 * (n - 1)  # noqa: E731
+    steps_of = alltoall_steps if alltoall else all_reduce_steps
     ring = nranks if nranks > 1 else args.ngpus
     try:
         if nranks > 1:
@@ -189,8 +202,8 @@ def main():
     print("# Using devices")
     hosts = peers if nranks > 1 else [socket.gethostname()] * args.ngpus
     for index, host in enumerate(hosts):
-        print("#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:00:00] simulated" % (index, os.getpid(), host,
-                                                                                         index % args.ngpus))
+        print("#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:00:00] simulated"
+              % (index, os.getpid(), host, index % args.ngpus))
     print("#")
     print("#%62s%35s" % ("out-of-place", "in-place"))
     print("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
