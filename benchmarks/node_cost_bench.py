@@ -12,6 +12,9 @@ tests' (CLUSTERVAL_SIMCLUSTER_PREFIX=cvbench CLUSTERVAL_SIMCLUSTER_SUBNET=10.217
 --nodes 16; the same variables for this script).
 
     .venv/bin/python benchmarks/node_cost_bench.py --nodes 2 6 16 --repeat 2
+
+``--launcher ssh slurm`` measures both launchers side by side (Slurm: the cluster brought up with ``--slurm``;
+the Slurm commands and the status reads then run on the login host, not counted as the controller's).
 """
 from __future__ import annotations
 
@@ -42,10 +45,10 @@ def inventory() -> tuple[str, list[str]]:
     return info["inventory"], sorted(info["hosts"], key=lambda name: int(name[4:]))
 
 
-def one_run(inventory_path: str, hosts: list[str], fabric: bool) -> dict:
+def one_run(inventory_path: str, hosts: list[str], fabric: bool, launcher: str = "ssh") -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="node-cost-"))
     extra = {"training_run_dir": str(run_dir), "training_hosts": ":".join(hosts), "training_iterations": STEPS,
-             "fabric_enabled": fabric,
+             "fabric_enabled": fabric, "training_launcher": launcher,
              "training_overrides_extra": {"config": {"container_config": {"env_dict": {
                  "CLUSTERVAL_SIM_STEP_SECONDS": STEP_SECONDS}}}}}
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
@@ -60,7 +63,7 @@ def one_run(inventory_path: str, hosts: list[str], fabric: bool) -> dict:
         raise SystemExit(f"the run on {len(hosts)} nodes failed:\n{proc.stdout[-3000:]}")
     progress = json.loads(next(run_dir.glob("watch/*/progress.json")).read_text())["progress"]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"nodes": len(hosts), "cpu_s": cpu, "wall_s": wall, "training_s": progress["elapsed_s"]}
+    return {"nodes": len(hosts), "cpu_s": cpu, "wall_s": wall, "training_s": progress["elapsed_s"], "launcher": launcher}
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -75,6 +78,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--fabric", action="store_true",
                         help="with the fabric gate (off by default: its own cost is in benchmarks/fabric_bench.py)")
+    parser.add_argument("--launcher", nargs="+", choices=["ssh", "slurm"], default=["ssh"])
     options = parser.parse_args()
     inventory_path, hosts = inventory()
     if max(options.nodes) > len(hosts):
@@ -82,14 +86,16 @@ def main() -> None:
     rows = []
     for dummy in range(options.repeat):
         for count in options.nodes:
-            rows.append(one_run(inventory_path, hosts[:count], options.fabric))
-            row = rows[-1]
-            print(f"{row['nodes']:>3} nodes: controller {row['cpu_s']:6.2f} CPU-s, wall {row['wall_s']:5.1f} s, "
-                  f"training {row['training_s']:5.1f} s, {row['cpu_s'] / row['nodes']:.2f} CPU-s per node",
-                  flush=True)
-    per_node = slope([(r["nodes"], r["cpu_s"]) for r in rows])
-    print(f"cost per added node: {per_node:.3f} CPU-s per run "
-          f"({per_node / GOAL_CPU_S_PER_NODE:.2f} x the goal of {GOAL_CPU_S_PER_NODE} CPU-s)")
+            for launcher in options.launcher:
+                rows.append(one_run(inventory_path, hosts[:count], options.fabric, launcher))
+                row = rows[-1]
+                print(f"{launcher:>5} {row['nodes']:>3} nodes: controller {row['cpu_s']:6.2f} CPU-s, "
+                      f"wall {row['wall_s']:5.1f} s, training {row['training_s']:5.1f} s, "
+                      f"{row['cpu_s'] / row['nodes']:.2f} CPU-s per node", flush=True)
+    for launcher in options.launcher if len(set(options.nodes)) > 1 else ():
+        per_node = slope([(r["nodes"], r["cpu_s"]) for r in rows if r["launcher"] == launcher])
+        print(f"{launcher}: cost per added node: {per_node:.3f} CPU-s per run "
+              f"({per_node / GOAL_CPU_S_PER_NODE:.2f} x the goal of {GOAL_CPU_S_PER_NODE} CPU-s)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(openssh-server openssh-client iproute2 busybox-static sudo debootstrap python3 python3-requests
               python3-venv git iptables procps psmisc rsync shellcheck chromium fonts-dejavu-core)
+# Slurm for `scripts/simcluster up --slurm` (Debian's slurm-wlm 22.05 on bookworm): the daemons, the client
+# commands, munge, and accounting (slurmdbd on MariaDB, for sacct). Debian does not start them here.
+APT_PACKAGES+=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server)
 
 # The Docker engine: Debian's docker.io, unless an engine is installed already (Docker CE's docker-ce
 # and docker-ce-cli, or any other dockerd and docker): installing docker.io would replace it.

@@ -27,6 +27,7 @@ ARGUMENT_SPEC = dict(
     teardown=dict(type="dict"),
     seconds=dict(type="float"),
     fabric=dict(type="dict"),
+    scheduler=dict(type="dict"),
     failed_tasks=dict(type="dict"),
     failures=dict(type="dict"),
     reached=dict(type="dict"),
@@ -35,6 +36,13 @@ ARGUMENT_SPEC = dict(
     controller=dict(type="int"),
     policy=dict(type="dict"),  # checked against _policy.POLICY_SPEC (training_assert's options)
 )
+
+
+def sections(args):
+    """The document's sections beside the verdict: the fabric gate's, Slurm's (its job, what sacct and srun said,
+    the drain command whether it ran or not)."""
+    found = {key: args[key] for key in ("fabric", "scheduler") if args[key]}
+    return found or None
 
 
 def run_stats(document, run_dir):
@@ -70,7 +78,7 @@ class ActionModule(ActionBase):
             plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
             None, args["teardown"], fabric_ran=bool(args["fabric"]) and not args["fabric"].get("not_run"))
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
-                               args["seconds"], {"fabric": args["fabric"]} if args["fabric"] else None, stop, stages)
+                               args["seconds"], sections(args), stop, stages)
         document = written["document"]
         if args["teardown"] is not None:
             _room.release_all(run_dir)

@@ -17,7 +17,7 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils import _room, _run_direct, _run_fold, _run_watch
+from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm, _room, _run_direct, _run_fold, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._console import poll_line
 from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
@@ -49,6 +49,10 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "fresh": {"type": "bool", "default": False},
     "conclude": {"type": "bool", "default": False},
     "looks": {"type": "dict", "default": {}},
+    "slurm_job": {"type": "str"},
+    "slurm_record": {"type": "dict"},
+    "drain": {"type": "bool", "default": False},
+    "pending_timeout": {"type": "float"},
 }
 
 
@@ -108,11 +112,15 @@ class ActionModule(ActionBase):
         cluster = ClusterLimits(float(args["stale_timeout"]), float(args["exit_grace"]), float(args["settle"]))
         watch = _run_watch.ClusterWatch.load(plan, list(args["hosts"] or plan["nodes"]), args["run_dir"],
                                              limits_of(args), cluster, args["lease_timeout"],
-                                             args["controller"] or 0, args["started_at"] or now)
+                                             args["controller"] or 0, args["started_at"] or now,
+                                             args["pending_timeout"])
         module_args = {"status_dir": args["status_dir"], "hosts": watch.watched(), "offsets": watch.offsets(),
                        "lease": watch.next_lease(now)}
+        if args["slurm_job"]:
+            module_args["slurm_job"] = args["slurm_job"]
         read = self._run_module(STATUS_MODULE, module_args, task_vars)
-        result.update(watch.poll(read, task_vars.get("inventory_hostname", ""), time.time()),
+        reader = self._task.delegate_to or task_vars.get("inventory_hostname", "")
+        result.update(watch.poll(read, reader, time.time()),
                       changed=False, state_dir=watch.directory)
         result["line"] = poll_line(result, task_vars.get("inventory_hostname", ""))
         return result
@@ -123,8 +131,16 @@ class ActionModule(ActionBase):
         for host, look in args["looks"].items():
             if _run_direct.look_that_never_answered(look):
                 _run_direct.save_look(directory, host, _run_direct.unanswered(host, look))
-        outcome = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), hosts)
+        record = args["slurm_record"]
+        scheduler = _launch_slurm.scheduler_record(*(str(record.get(key) or "") for key in (
+            "job_id", "sacct", "output", "job", "node_reasons"))) if record else None
+        outcome = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), hosts, scheduler)
         headline = _run_fold.failure_headline(outcome)
+        if scheduler is not None:
+            culprit = outcome["culprit"]
+            drain = _launch_slurm.drain_argv(culprit["host"], str(plan.get("run_id")), headline or "") if culprit else []
+            scheduler["drain"] = {"argv": drain, "run": bool(drain) and args["drain"]}
+            result.update(scheduler=scheduler, drain=drain if args["drain"] else [])
         result.update(changed=False, done=True, failed=headline is not None, msg=headline or "every node completed",
                       culprit=outcome["culprit"], run_cause=outcome["run_cause"],
                       consequences=outcome["consequences"], independent=outcome["independent"])

@@ -430,6 +430,8 @@ def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, A
 
 # What the survivors of a lost node report about it: a lost connection, a failed collective, a wait.
 PEER_SYMPTOMS = ("network", "coordination", "hang")
+# A node gone: silent on the status streams, or lost by Slurm (NODE_FAIL).
+LOST_EVIDENCE = ("silence", "slurm")
 
 
 def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> bool:
@@ -438,7 +440,7 @@ def lost_peer_symptom(culprit: Mapping[str, Any], cause: Mapping[str, Any]) -> b
     after = cause.get("at", math.inf) >= culprit.get("at", math.inf)
     if cause.get("evidence") == "exit":
         return after
-    return after and culprit.get("evidence") == "silence" and cause.get("class") in PEER_SYMPTOMS
+    return after and culprit.get("evidence") in LOST_EVIDENCE and cause.get("class") in PEER_SYMPTOMS
 
 
 def cause_of_run(nodes: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any],

@@ -15,7 +15,7 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
+from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _launch_slurm, _room
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
     abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
@@ -26,6 +26,8 @@ WATCH_DIR = "watch"
 ABORT_FILE = "abort.json"
 PROGRESS_FILE = "progress.json"
 RUN_FILE = "run.json"
+# Events after which no node reports again: every node still running is stopped with the run's cause.
+ABORTING_EVENTS = ("removed", "takeover", "pending", "login")
 OUTCOME_FILE = "outcome.json"
 STEPS_DIR = "steps"
 DIRECT_DIR = "direct"
@@ -55,7 +57,8 @@ class ClusterWatch:
     """One run's cluster watch: its saved memory and one poll."""
 
     def __init__(self, plan: Mapping[str, Any], hosts: List[str], directory: str, limits: Limits,
-                 cluster: ClusterLimits, lease_timeout: Optional[float], memory: Dict[str, Any]) -> None:
+                 cluster: ClusterLimits, lease_timeout: Optional[float], memory: Dict[str, Any],
+                 pending_limit: Optional[float] = None) -> None:
         self.plan = plan
         self.hosts = hosts
         self.directory = directory
@@ -63,19 +66,21 @@ class ClusterWatch:
         self.cluster = cluster
         self.lease_timeout = lease_timeout
         self.memory = memory
+        self.pending_limit = pending_limit
         self.states: Dict[str, State] = memory["states"]
         self.final_step = int(plan["final_step"])
 
     @classmethod
     def load(cls, plan: Mapping[str, Any], hosts: List[str], run_dir: str, limits: Limits, cluster: ClusterLimits,
-             lease_timeout: Optional[float], controller: int, now: float) -> "ClusterWatch":
+             lease_timeout: Optional[float], controller: int, now: float,
+             pending_limit: Optional[float] = None) -> "ClusterWatch":
         directory = watch_dir(run_dir, str(plan.get("run_id") or "run"))
         memory = read_json(os.path.join(directory, RUN_FILE))
         if not isinstance(memory, dict) or memory.get("controller") != controller:
             memory = {"started_at": now, "renewal": 0, "controller": controller, "last_poll_at": None,
                       "limits": {"deadline": limits.deadline, "final_step": int(plan["final_step"])}, "events": [],
                       "states": {h: fresh_state(plan, h, now) for h in hosts}}
-        return cls(plan, hosts, directory, limits, cluster, lease_timeout, memory)
+        return cls(plan, hosts, directory, limits, cluster, lease_timeout, memory, pending_limit)
 
     def watched(self) -> List[str]:
         return [h for h, s in self.states.items() if not s["done"]]
@@ -102,6 +107,8 @@ class ClusterWatch:
                        since=taker.get("time") if isinstance(taker.get("time"), (int, float)) else None)
         elif read.get("unreachable") or read.get("failed"):
             self.reader_failed(reader, read, now)
+        elif self.scheduler_holds(read.get("scheduler"), now):
+            pass
         else:
             for host, stream in (read.get("nodes") or {}).items():
                 if host in self.states and not self.states[host]["done"]:
@@ -110,6 +117,45 @@ class ClusterWatch:
         self.memory["last_poll_at"] = now
         self.save(answer)
         return answer
+
+    def scheduler_holds(self, scheduler: Optional[Mapping[str, Any]], now: float) -> bool:
+        """Slurm's view of the job (``training_launcher=slurm``): while it pends, no timer runs and a pending limit
+        ends the run with the scheduler's reason; once it is over, its end joins the evidence (a node Slurm lost,
+        or the run's own end: time limit, preemption, a cancel by someone else)."""
+        if not scheduler or scheduler.get("error") or not isinstance(scheduler.get("job"), dict):
+            return False
+        view = scheduler["job"]
+        self.memory["scheduler"] = view
+        if _launch_slurm.is_pending(view):
+            since = self.memory.setdefault("pending_since", now)
+            for state in self.states.values():
+                state.update(started_at=now, last_progress_at=now, last_record_at=now)
+            self.memory["started_at"] = now
+            if self.pending_limit is not None and now - since > self.pending_limit:
+                cause = _launch_slurm.pending_cause(view, now - since, self.pending_limit)
+                self.event(cause["class"], cause["text"], now, since=since)
+            return True
+        if _launch_slurm.is_over(view):
+            self.scheduler_ended(view, scheduler.get("reasons") or [], now)
+        return False
+
+    def scheduler_ended(self, view: Mapping[str, Any], reasons: List[Mapping[str, str]], now: float) -> None:
+        known = {e.get("class") for e in self.memory["events"]}
+        for host, record in _launch_slurm.node_failures(view, reasons, now).items():
+            state = self.states.get(host)
+            if state is not None and not any(e.get("evidence") == "slurm" for e in state["errors"]):
+                record["time"] = state.get("last_record_time")
+                state["errors"].append(record)
+        ending = _launch_slurm.run_ending(view)
+        if ending is not None and ending["class"] not in known:
+            self.event(ending["class"], ending["text"], now, since=view.get("ended_at"))
+        # What a supervisor wrote before its task ended reaches the shared directory within a settle period.
+        ended_at = self.memory.setdefault("job_ended_seen_at", now)
+        if now - ended_at < self.cluster.settle:
+            return
+        for state in self.states.values():
+            apply_decision(state, Decision.failure("exit", "%s: the Slurm job ended (%s) before this node's "
+                                           "supervisor reported its end" % (state["host"], view.get("state"))), now)
 
     def note_absence(self, now: float) -> None:
         """The controller away (paused, suspended) longer than the lease: the supervisors stop, by design."""
@@ -123,7 +169,7 @@ class ClusterWatch:
     def event(self, kind: str, text: str, now: float, since: Optional[float] = None) -> None:
         self.memory["events"].append({"class": kind, "text": text, "time": now,
                                       "since": now if since is None else since})
-        if kind in ("removed", "takeover"):
+        if kind in ABORTING_EVENTS:
             for state in self.states.values():
                 if not state["done"]:
                     state.update(done=True, failed=False, reason="aborted", finished_at=now,
@@ -134,7 +180,9 @@ class ClusterWatch:
         state = self.states.get(reader)
         how = "unreachable" if read.get("unreachable") else "could not read the status directory"
         msg = f"{reader}: {how} during the run: {one_line(read.get('msg', ''))}"
-        if state is not None and not state["done"]:
+        if state is None:
+            self.event("login", "the login host %s" % msg, now)
+        elif not state["done"]:
             state["ssh_unreachable"] = bool(read.get("unreachable"))
             apply_decision(state, Decision.failure("unreachable", msg), now)
 
@@ -257,18 +305,35 @@ def one_line(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
-def conclude(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
-    """The end of the watch: the states with the direct looks, decided once, saved as the outcome."""
+def conclude(run_dir: str, run_id: str, hosts: List[str],
+             scheduler: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The end of the watch: the states with the direct looks (or, under Slurm, srun's exit lines), decided once,
+    saved as the outcome."""
     directory = watch_dir(run_dir, run_id)
     memory = read_json(os.path.join(directory, RUN_FILE)) or {}
     states = load_states(directory, hosts)
+    # Slurm's record, given once at the watch's end, stays with every later conclusion (the verdict's).
+    scheduler = scheduler or (load_outcome(run_dir, run_id) or {}).get("scheduler")
+    for host, record in _launch_slurm.node_failures((scheduler or {}).get("job") or {},
+                                                     (scheduler or {}).get("node_reasons") or [], 0.0).items():
+        if host in states and not any(e.get("evidence") == "slurm" for e in states[host].get("errors") or []):
+            states[host] = dict(states[host], errors=list(states[host].get("errors") or []) + [
+                dict(record, time=states[host].get("last_record_time"), first_seen=states[host].get("finished_at"))])
+    ending = _launch_slurm.final_ending(scheduler or {})
+    events = memory.setdefault("events", [])
+    if ending is not None and ending["class"] not in {e.get("class") for e in events}:
+        events.append(ending)
+    for host, error in ((scheduler or {}).get("srun_errors") or {}).items():
+        if host in states:
+            states[host] = _launch_slurm.with_srun_exit(states[host], error)
     analysis = analyse(states, memory)
+    outcome = dict(analysis, scheduler=scheduler) if scheduler else analysis
     try:
-        save_outcome(directory, analysis, memory.get("events") or [])
+        save_outcome(directory, outcome, memory.get("events") or [])
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _room.release(run_dir, "verdict"):
             raise
-        save_outcome(directory, analysis, memory.get("events") or [])
+        save_outcome(directory, outcome, memory.get("events") or [])
     return dict(analysis, states=states)
 
 

@@ -55,6 +55,12 @@ options:
   seconds:
     description: How long the training ran, for the JUnit suite's time.
     type: float
+  scheduler:
+    description:
+      - With C(training_launcher=slurm), Slurm's record of the run (its job id, C(sacct)'s line, srun's errors
+        naming the nodes of failed tasks, the drain command and whether it ran); written as the document's
+        C(scheduler) section.
+    type: dict
   fabric:
     description:
       - The fabric gate's verdict (the C(clusterval.training.fabric) role's C(fabric_result)); written as the

@@ -35,6 +35,12 @@ options:
     description: At most this many bytes are read per host and call.
     type: int
     default: 1048576
+  slurm_job:
+    description:
+      - The run's Slurm job (C(training_launcher=slurm)); the task's host is then the login host. Each call also
+        asks C(scontrol show job) for the job's state and C(sinfo --list-reasons) for the nodes Slurm marked
+        down or drained, returned as RV(scheduler).
+    type: str
 extends_documentation_fragment:
   - clusterval.training.attributes
 attributes:
@@ -68,11 +74,28 @@ lease_renewed:
   returned: success
   type: bool
   sample: true
+scheduler:
+  description: With O(slurm_job), the job's state (C(job)) and Slurm's reasons for down or drained nodes
+    (C(reasons)); C(error) when Slurm could not be asked.
+  returned: with slurm_job
+  type: dict
+  sample: {"job": {"state": "RUNNING", "reason": "None", "nodes": ["node1", "node2"]}, "reasons": []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm
 from ansible_collections.clusterval.training.plugins.module_utils._run_node import poll
+
+
+def scheduler(module, job_id):
+    """The job's state and the down or drained nodes' reasons, as Slurm says them on the login host."""
+    rc, out, err = module.run_command(["scontrol", "show", "job", "-o", job_id])
+    if rc != 0:
+        return {"error": "scontrol show job %s: %s" % (job_id, (err or out).strip()[:300])}
+    rc, reasons, err = module.run_command(_launch_slurm.node_reasons_argv())
+    rows = _launch_slurm.parse_table(reasons, _launch_slurm.SINFO_REASON_FIELDS) if rc == 0 else []
+    return {"job": _launch_slurm.job_view(_launch_slurm.parse_scontrol(out)), "reasons": rows}
 
 
 def main():
@@ -83,11 +106,14 @@ def main():
             offsets=dict(type="dict", default={}),
             lease=dict(type="dict"),
             max_bytes=dict(type="int", default=1048576),
+            slurm_job=dict(type="str"),
         ),
         supports_check_mode=False,
     )
     try:
         result = poll(module.params)
+        if module.params["slurm_job"]:
+            result["scheduler"] = scheduler(module, module.params["slurm_job"])
     except (OSError, ValueError) as exc:
         module.fail_json(msg="status directory %s: %s" % (module.params["status_dir"], exc))
     module.exit_json(changed=bool(result["lease_renewed"]), **result)

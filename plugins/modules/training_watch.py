@@ -150,6 +150,29 @@ options:
     type: dict
     default: {}
     version_added: 0.3.0
+  slurm_job:
+    description:
+      - With O(status_dir), the run's Slurm job (C(training_launcher=slurm)); the task is delegated to the login
+        host. Each poll also reads the job's state; while it pends no timer runs, and a job that ended joins the
+        evidence (Slurm's C(NODE_FAIL) and the node's reason name that node; a time limit, a preemption or a
+        cancel by someone else is the run's cause, never a node).
+    type: str
+  pending_timeout:
+    description: With O(slurm_job), how long the job may pend before the run ends, naming Slurm's reason.
+    type: float
+  slurm_record:
+    description:
+      - "With O(conclude), what Slurm said at the end: C(job_id), C(sacct)'s parsable line, the job's C(output)
+        (srun's C(srun: error: <node>: task N: Exited with exit code C) names a node whose supervisor left no
+        status), the job's last state C(job) (C(scontrol show job -o)) and C(node_reasons) (C(sinfo --list-reasons)):
+        a C(NODE_FAIL) names the job's node Slurm marked down, with its reason. Returned as RV(scheduler), with the
+        drain command of a culprit."
+    type: dict
+  drain:
+    description: With O(slurm_record), return the culprit's drain command as RV(drain) (to run it); it is in
+      RV(scheduler) either way. A run cause, or no node standing out, drains nothing.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
@@ -287,10 +310,25 @@ culprit:
 run_cause:
   description:
     - Cluster watch and O(conclude) - why no node is named (C(class) controller, lease, takeover, removed, hang,
-      silence or failure; C(text); C(evidence), each failed node's last step and process state), or null.
+      silence or failure; under Slurm also pending, time limit, preempted, cancelled, deadline or login; C(text); C(evidence), each failed node's last step and process state), or null.
   returned: cluster watch, conclude
   type: dict
   sample: {"class": "hang", "text": "all 4 nodes stopped after step 11; no node stands out", "time": null}
+scheduler:
+  description:
+    - O(conclude) with O(slurm_record) - Slurm's record of the run (C(job_id), C(sacct), C(srun_errors) by node,
+      C(job), C(node_reasons)) and C(drain) (C(argv), the culprit's drain command, empty when no node is named;
+      C(run), whether it is run).
+  returned: conclude with slurm_record
+  type: dict
+  sample: {"launcher": "slurm", "job_id": "42", "srun_errors": {"node3": {"exit_code": 1, "line": "srun: error: ..."}},
+           "drain": {"argv": ["scontrol", "update", "NodeName=node3", "State=DRAIN", "Reason=clusterval run ..."],
+                     "run": false}}
+drain:
+  description: O(conclude) with O(drain) - the culprit's drain command to run on the login host (empty otherwise).
+  returned: conclude with slurm_record
+  type: list
+  elements: str
 consequences:
   description: O(conclude) - the nodes that failed because of the culprit (or of the run's cause).
   returned: conclude

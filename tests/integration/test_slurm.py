@@ -1,0 +1,263 @@
+"""Slurm as the launcher (issue 31), on `scripts/simcluster up --slurm`: Debian's real slurmctld, slurmd, munge and
+slurmdbd. The run is one sbatch job submitted from the login host; the nodes are never reached over SSH."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_safety import finish
+from test_train_e2e import (JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results, sim_env,
+                            train_argv, training_underway, wait_for)
+
+pytestmark = pytest.mark.cluster
+
+SIMCLUSTER = REPO / "scripts" / "simcluster"
+SLURM = {"training_launcher": "slurm"}
+
+
+@pytest.fixture(scope="module")
+def slurm(simcluster):
+    """Slurm on the session's nodes (added once; `up --slurm` leaves a healthy Slurm as it is)."""
+    proc = subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(len(simcluster.nodes)), "--slurm"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return simcluster
+
+
+def login(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A command on the login host (its namespaces), as an administrator there would type it."""
+    proc = subprocess.run([str(SIMCLUSTER), "exec", "login", "--", *argv], capture_output=True, text=True,
+                          timeout=60, check=False)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def env() -> dict:
+    return dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+
+
+def slurm_argv(cluster, run_dir, hosts, extra=None, more_vars=None) -> list[str]:
+    argv = train_argv(cluster, JAX_MULTI, run_dir, hosts, extra)
+    return argv + ["-e", json.dumps(dict(SLURM, **(more_vars or {})))]
+
+
+def run_slurm(cluster, run_dir, hosts, extra=None, more_vars=None) -> subprocess.CompletedProcess:
+    return subprocess.run(slurm_argv(cluster, run_dir, hosts, extra, more_vars), cwd=REPO, env=env(),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+
+
+def start_slurm(cluster, run_dir, hosts, extra=None) -> subprocess.Popen:
+    out = open(str(run_dir) + "-ansible.out", "w")
+    return subprocess.Popen(slurm_argv(cluster, run_dir, hosts, extra), cwd=REPO, env=env(), stdout=out,
+                            stderr=subprocess.STDOUT)
+
+
+def running_job() -> str:
+    """The id of the one clusterval job that runs now."""
+    jobs = [line.split() for line in login("squeue", "-h", "-t", "RUNNING", "-o", "%i %j").stdout.splitlines()]
+    ours = [job_id for job_id, name in jobs if name.startswith("clusterval-")]
+    assert len(ours) == 1, jobs
+    return ours[0]
+
+
+def no_job_left() -> bool:
+    return not login("squeue", "-h", "-o", "%i").stdout.strip()
+
+
+@contextlib.contextmanager
+def sshd_stopped(cluster, hosts):
+    """The nodes' sshd stopped for the block: a run that needs no SSH to the nodes still passes."""
+    for host in hosts:
+        pid = (cluster.state_dir / "nodes" / host / "sshd.pid").read_text().strip()
+        os.kill(int(pid), signal.SIGTERM)
+    try:
+        yield
+    finally:
+        for host in hosts:
+            node_dir = cluster.state_dir / "nodes" / host
+            cluster.run(host, ["/usr/sbin/sshd", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")])
+
+
+def test_a_pass_through_sbatch_and_sacct_shows_the_job(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    with sshd_stopped(slurm, hosts):
+        proc = run_slurm(slurm, tmp_path, hosts)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    document = results(tmp_path)
+    assert document["verdict"] == "PASS", document["headline"]
+    record = document["scheduler"]
+    assert record["launcher"] == "slurm" and record["sacct"]["State"] == "COMPLETED", record
+    assert record["sacct"]["NodeList"] == "node[1-2]" and record["srun_errors"] == {}, record
+    assert record["drain"] == {"argv": [], "run": False}
+    accounted = login("sacct", "-j", record["job_id"], "-X", "--parsable2", "--noheader",
+                      "--format=JobName,State,Comment").stdout.strip().split("|")
+    assert accounted == ["clusterval-%s" % document["run_id"], "COMPLETED",
+                         "clusterval.training:run:%s" % document["run_id"]], accounted
+    assert "Slurm | Submit the job" in proc.stdout
+    assert_no_training_container(slurm, hosts)
+    assert no_job_left()
+
+
+def test_check_mode_shows_the_job_script_and_submits_nothing(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    before = login("sacct", "-X", "-n", "-o", "JobID").stdout.split()
+    proc = subprocess.run(slurm_argv(slurm, tmp_path, hosts, more_vars={"slurm_partition": "gpu"}) + ["--check"],
+                          cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    for line in ("#SBATCH --nodelist=node1,node2", "#SBATCH --no-requeue", "#SBATCH --partition=gpu",
+                 "exec srun --kill-on-bad-exit=0"):
+        assert line in proc.stdout, line
+    assert login("sacct", "-X", "-n", "-o", "JobID").stdout.split() == before
+    assert_no_training_container(slurm, hosts)
+
+
+def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path(slurm, tmp_path):
+    if len(slurm.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    hosts = slurm.nodes[:4]
+    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="2"))
+    assert proc.returncode != 0
+    document = results(tmp_path)
+    culprit = document["culprit"]
+    assert culprit["host"] == hosts[2] and culprit["step"] == 2 and "XlaRuntimeError" in culprit["text"], culprit
+    assert sorted(document["consequences"]) == sorted(set(hosts) - {hosts[2]}), document["consequences"]
+    record = document["scheduler"]
+    assert record["srun_errors"][hosts[2]]["exit_code"] == 1, record["srun_errors"]
+    # Drain is opt-in: the exact command is in results.json, not run.
+    drain = record["drain"]
+    assert drain["run"] is False and drain["argv"][:4] == ["scontrol", "update", "NodeName=%s" % hosts[2],
+                                                           "State=DRAIN"], drain
+    assert login("sinfo", "-h", "-n", hosts[2], "-o", "%t").stdout.strip() == "idle"
+    assert_no_training_container(slurm, hosts)
+    assert no_job_left()
+
+
+def test_drain_opt_in_drains_the_culprit_with_the_run_and_the_headline(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="1"),
+                     more_vars={"slurm_drain": True})
+    try:
+        assert proc.returncode != 0
+        document = results(tmp_path)
+        assert document["culprit"]["host"] == hosts[1]
+        assert document["scheduler"]["drain"]["run"] is True
+        state, reason = login("sinfo", "-h", "-n", hosts[1], "-o", "%t|%E").stdout.strip().split("|", 1)
+        assert state in ("drain", "drng"), state
+        assert reason.startswith("clusterval run %s: FAIL: %s" % (document["run_id"], hosts[1])), reason
+    finally:
+        login("scontrol", "update", "NodeName=%s" % hosts[1], "State=RESUME", check=False)
+    assert_no_training_container(slurm, hosts)
+
+
+def ended_by_slurm(cluster, run_dir, hosts, step_seconds, action) -> dict:
+    """A run whose job Slurm ends while it trains (``action(job_id)`` on the login host): its results."""
+    run = start_slurm(cluster, run_dir, hosts, sim_env(STEP_SECONDS=step_seconds))
+    try:
+        wait_for(lambda: training_underway(run_dir), 120)
+        action(running_job())
+        assert finish(run) != 0
+    finally:
+        finish(run, 5)
+    assert_no_training_container(cluster, hosts)
+    assert no_job_left()
+    document = results(run_dir)
+    assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
+    return document
+
+
+def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
+    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "3", lambda job_id: login("scancel", job_id))
+    assert document["run_cause"]["class"] == "cancelled", document["run_cause"]
+    assert document["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
+
+
+def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
+    # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
+    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "15",
+                              lambda job_id: login("scontrol", "update", "JobId=%s" % job_id, "TimeLimit=1"))
+    assert document["run_cause"]["class"] == "time limit", document["run_cause"]
+    assert "JobState=TIMEOUT" in document["run_cause"]["text"]
+
+
+def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    login("scontrol", "create", "reservation", "ReservationName=maint", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(hosts), "Users=root", "Flags=maint")
+    try:
+        # pending 20 s: four times the stale timeout (5 s here), which would have ended a watched run
+        proc = run_slurm(slurm, tmp_path, hosts, more_vars={"slurm_pending_timeout": 20})
+    finally:
+        login("scontrol", "delete", "ReservationName=maint", check=False)
+    assert proc.returncode != 0
+    document = results(tmp_path)
+    assert document["culprit"] is None, document["culprit"]
+    cause = document["run_cause"]
+    assert cause["class"] == "pending" and "Slurm's reason: ReqNodeNotAvail" in cause["text"], cause
+    assert "no node was tested" in cause["text"] and "stale" not in document["headline"]
+    assert no_job_left(), login("squeue").stdout
+    assert_no_training_container(slurm, hosts)
+
+
+def kill_node(host: str) -> None:
+    """The node dies as far as Slurm and the training know: slurmd, the job's steps and the training processes
+    killed (its sshd and Docker engine stay, to clean up after)."""
+    netns = "%s-%s" % (os.environ.get("CLUSTERVAL_SIMCLUSTER_PREFIX", "cvsim"), host)
+    keep = ("sshd", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2")
+    for pid in subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=True).stdout.split():
+        try:
+            comm = open("/proc/%s/comm" % pid).read().strip()
+            if comm not in keep:
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeued(slurm, tmp_path):
+    hosts = slurm.nodes[:2]
+    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="2"))
+    try:
+        wait_for(lambda: training_underway(tmp_path), 120)
+        job_id = running_job()
+        kill_node(hosts[1])
+        assert finish(run) != 0
+    finally:
+        finish(run, 5)
+        subprocess.run([str(SIMCLUSTER), "up", "--nodes", str(len(slurm.nodes)), "--slurm"], capture_output=True,
+                       timeout=600, check=False)
+    document = results(tmp_path)
+    culprit = document["culprit"]
+    assert culprit["host"] == hosts[1] and culprit["evidence"] == "slurm", culprit
+    assert "NODE_FAIL: %s is down" % hosts[1] in culprit["text"] and "Not responding" in culprit["text"], culprit
+    assert document["consequences"] == [hosts[0]]
+    assert document["scheduler"]["job"]["state"] == "NODE_FAIL"
+    # --no-requeue: the job was not sent back to the queue to run again on other nodes
+    assert document["scheduler"]["job"]["restarts"] == "0" and document["scheduler"]["job_id"] == job_id
+    assert_no_training_container(slurm, hosts[:1])
+    # The lost node's container died with it; Slurm cannot reach the node to remove what is left (SSH can).
+    assert slurm.docker(hosts[1], "ps", "-q", "--filter", "label=clusterval.run_id").stdout.strip() == ""
+    slurm.docker(hosts[1], "container", "prune", "-f", "--filter", "label=clusterval.run_id")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signum):
+    hosts = slurm.nodes[:2]
+    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
+    try:
+        wait_for(lambda: bool(list(tmp_path.glob("watch/*/progress.json"))), 120)
+        run.send_signal(signum)
+        assert finish(run, 120) != 0
+    finally:
+        finish(run, 5)
+    # The lease lapses (train_lease_timeout, 20 s here): every supervisor stops its job, every task ends.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not no_job_left():
+        time.sleep(2)
+    assert no_job_left(), login("squeue").stdout
+    assert_no_training_container(slurm, hosts)
