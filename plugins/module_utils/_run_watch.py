@@ -154,8 +154,9 @@ class ClusterWatch:
         if now - ended_at < self.cluster.settle:
             return
         for state in self.states.values():
-            apply_decision(state, Decision.failure("exit", "%s: the Slurm job ended (%s) before this node's "
-                                           "supervisor reported its end" % (state["host"], view.get("state"))), now)
+            ended = "%s: the Slurm job ended (%s) before this node's supervisor reported its end" % (
+                state["host"], view.get("state"))
+            apply_decision(state, Decision.failure("exit", ended), now)
 
     def note_absence(self, now: float) -> None:
         """The controller away (paused, suspended) longer than the lease: the supervisors stop, by design."""
@@ -314,8 +315,9 @@ def conclude(run_dir: str, run_id: str, hosts: List[str],
     states = load_states(directory, hosts)
     # Slurm's record, given once at the watch's end, stays with every later conclusion (the verdict's).
     scheduler = scheduler or (load_outcome(run_dir, run_id) or {}).get("scheduler")
-    for host, record in _launch_slurm.node_failures((scheduler or {}).get("job") or {},
-                                                     (scheduler or {}).get("node_reasons") or [], 0.0).items():
+    failures = _launch_slurm.node_failures((scheduler or {}).get("job") or {},
+                                           (scheduler or {}).get("node_reasons") or [], 0.0)
+    for host, record in failures.items():
         if host in states and not any(e.get("evidence") == "slurm" for e in states[host].get("errors") or []):
             states[host] = dict(states[host], errors=list(states[host].get("errors") or []) + [
                 dict(record, time=states[host].get("last_record_time"), first_seen=states[host].get("finished_at"))])

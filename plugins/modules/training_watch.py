@@ -310,7 +310,8 @@ culprit:
 run_cause:
   description:
     - Cluster watch and O(conclude) - why no node is named (C(class) controller, lease, takeover, removed, hang,
-      silence or failure; under Slurm also pending, time limit, preempted, cancelled, deadline or login; C(text); C(evidence), each failed node's last step and process state), or null.
+      silence or failure; under Slurm also pending, time limit, preempted, cancelled, deadline or login; C(text);
+      C(evidence), each failed node's last step and process state), or null.
   returned: cluster watch, conclude
   type: dict
   sample: {"class": "hang", "text": "all 4 nodes stopped after step 11; no node stands out", "time": null}

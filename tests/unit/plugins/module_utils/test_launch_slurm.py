@@ -29,8 +29,8 @@ def documented(name):
 
 def part(host):
     spec = dict(CONTAINER, env={"NODE_RANK": str(HOSTS.index(host))})
-    return {"spec": spec, "part": _launch_slurm.node_part(spec, {"Image": spec["image"]}, [], ["/tmp/run"],
-                                                           "unix:///var/run/docker.sock", 10)}
+    part = _launch_slurm.node_part(spec, {"Image": spec["image"]}, [], ["/tmp/run"], "unix:///var/run/docker.sock", 10)
+    return {"spec": spec, "part": part}
 
 
 def job(**settings):
