@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Pattern, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _neuron
+from ansible_collections.clusterval.training.plugins.module_utils import _neuron, _tpu
 
 AMD = "amd"
 NVIDIA = "nvidia"
@@ -153,6 +153,13 @@ def trainium_report(output: str) -> Dict[str, Any]:
     return {"vendor": TRAINIUM, "count": found["count"], "models": [model] * found["count"], "arch": found["arch"],
             "arch_candidates": [], "driver": None, "cuda": None, "instance_type": found["instance_type"],
             "neuron_cores": found["logical_cores"]}
+
+
+def tpu_report(output: str) -> Dict[str, Any]:
+    """{vendor, count, models, arch, ...} from tpu-info's chip table."""
+    found = _tpu.parse_tpu_info(output)
+    return {"vendor": TPU, "count": found["count"], "models": found["models"], "arch": found["arch"],
+            "arch_candidates": [], "driver": None, "cuda": None}
 
 
 def arch_matches(expected: str, report: Mapping[str, Any]) -> Optional[bool]:

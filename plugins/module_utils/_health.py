@@ -14,7 +14,7 @@ import re
 import subprocess
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _neuron
+from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _neuron, _tpu
 
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -85,7 +85,8 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
     ``GPU: N`` block each, ``MARKET_NAME:``) or ``--json`` (a list); ``rocm-smi --showproductname`` ``--json``
     (``card0``... keys), ``--csv`` (``card0,...`` rows) or text (``GPU[0]`` lines); ``rocminfo`` (the GPU
     agents: ``Device Type: GPU``, ``Marketing Name:``); ``nvidia-smi
-    --query-gpu=... --format=csv`` (a header line, then one line each; ``_gpus.nvidia_csv``).
+    --query-gpu=... --format=csv`` (a header line, then one line each; ``_gpus.nvidia_csv``); ``tpu-info`` (its
+    chip table, one row per TPU chip; ``_tpu.parse_tpu_info``).
     """
     name = os.path.basename(tool)
     parsed = _json(output)
@@ -114,6 +115,9 @@ def gpu_inventory(tool: str, output: str) -> Tuple[Optional[int], List[str]]:
     if name.startswith("nvidia-smi"):
         models = [row.get("name", "") for row in _gpus.nvidia_csv(output)]
         return len(models), models
+    if name == _tpu.TOOL:
+        found = _tpu.parse_tpu_info(output)
+        return found["count"], found["models"]
     return None, []
 
 

@@ -172,7 +172,8 @@ def tool_vendor(tool: Mapping[str, Any]) -> str:
     if vendor in _gpus.VENDORS:
         return vendor
     name = os.path.basename(str(tool.get("path", "")))
-    return _gpus.NVIDIA if name.startswith("nvidia-smi") else _gpus.TRAINIUM if name == "neuron-ls" else _gpus.AMD
+    return {"neuron-ls": _gpus.TRAINIUM, "tpu-info": _gpus.TPU}.get(
+        name, _gpus.NVIDIA if name.startswith("nvidia-smi") else _gpus.AMD)
 
 
 def gpu_report(tool: Mapping[str, Any], arch_map: Mapping[str, str], run: Runner = run_command) -> Dict[str, Any]:
@@ -186,6 +187,8 @@ def gpu_report(tool: Mapping[str, Any], arch_map: Mapping[str, str], run: Runner
         report = _gpus.nvidia_report(output, version)
     elif tool_vendor(tool) == _gpus.TRAINIUM:
         report = _gpus.trainium_report(output)
+    elif tool_vendor(tool) == _gpus.TPU:
+        report = _gpus.tpu_report(output)
     else:
         count, models = _health.gpu_inventory(argv[0], output)
         report = _gpus.amd_report(models, count, output, arch_map or None)

@@ -35,6 +35,9 @@ ARCHS: Dict[str, TpuArch] = {
 CHIPS_PER_HOST = 4            # a multi-host slice's hosts hold 4 chips each (v4, v5e, v5p, v6e)
 PROCESSES_PER_HOST = 1        # libtpu's /tmp/libtpu_lockfile: one process per host opens the chips
 DISCOVERY_PORT = 8482         # JAX's TPU discovery: the coordinator on the slice's first worker
+# Google's tpu-info (pip package tpu-info): its chip table has one row per chip, "│ /dev/vfio/0 │ TPU v6e chip │ ...".
+TOOL = "tpu-info"
+CHIP_ROW = re.compile(r"^\s*\u2502\s*(/dev/\S+)\s*\u2502\s*TPU (\w+) chip\s*\u2502", re.M)
 # MaxText's settings for TPU hosts (base.yml's hardware key; its GPU settings do not apply).
 MAXTEXT_SETTINGS = {"hardware": "tpu"}
 
@@ -43,6 +46,14 @@ def arch_key(value: Any) -> str:
     """``v5p``, ``V5P`` -> ``v5p``; ``v5litepod`` -> ``v5e``; anything else comes back lowercased."""
     text = str(value or "").strip().lower()
     return "v5e" if text in ("v5litepod", "v5lite") else text
+
+
+def parse_tpu_info(output: str) -> Dict[str, Any]:
+    """The chips of tpu-info's table: their device paths, models and arch (None unless all are one arch)."""
+    chips = CHIP_ROW.findall(output)
+    archs = sorted({arch_key(name) for dummy, name in chips})
+    return {"count": len(chips), "devices": [path for path, dummy in chips],
+            "models": ["TPU %s chip" % name for dummy, name in chips], "arch": archs[0] if len(archs) == 1 else None}
 
 
 def is_tpu_arch(value: Any) -> bool:

@@ -155,7 +155,8 @@ def test_a_node_without_gpu_tools_fails_the_gpu_count_naming_the_paths_tried(sim
     assert proc.returncode != 0
     assert (f"{nodes[1]} preflight FAIL gpu_count: no GPU tool found, so the plan's 8 GPUs cannot be counted: tried "
             "/opt/rocm/bin/amd-smi, /usr/bin/amd-smi, /opt/rocm/bin/rocm-smi, /opt/rocm/bin/rocminfo, "
-            "/usr/bin/nvidia-smi, /opt/aws/neuron/bin/neuron-ls (preflight_gpu_tools names the node's tools") in proc.stdout
+            "/usr/bin/nvidia-smi, /opt/aws/neuron/bin/neuron-ls, /usr/local/bin/tpu-info, /usr/bin/tpu-info "
+            "(preflight_gpu_tools names the node's tools") in proc.stdout
     assert f"{nodes[0]} preflight OK   gpu_count: /opt/rocm/bin/amd-smi lists 8 GPUs" in proc.stdout
     assert f"preflight failed on {nodes[1]}: gpu_count" in proc.stdout
     assert_no_training_container(simcluster, nodes)

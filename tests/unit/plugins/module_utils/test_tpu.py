@@ -2,9 +2,12 @@
 environment of JAX's TPU discovery, the mesh checked the TPU way, the container's facts."""
 import json
 import os
+import subprocess
+from unittest import mock
 
 import pytest
 
+from ansible_collections.clusterval.training.plugins.module_utils import _probe
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
@@ -171,3 +174,28 @@ def test_a_tpu_flag_planned_for_gpu_nodes_is_refused_naming_the_config_path():
     assert error.value.path == 'model_params.multi_node["llama3.1-8b"].v5p.xla_flags.' \
         "xla_tpu_enable_data_parallel_all_reduce_opt"
     assert "accepted in LIBTPU_INIT_ARGS on TPU nodes" in str(error.value)
+
+
+TPU_INFO = """TPU Chips
+┏━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━┓
+┃ Chip        ┃ Type         ┃ Devices ┃ PID  ┃
+┡━━━━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━┩
+│ /dev/vfio/0 │ TPU v6e chip │ 1       │ 1052 │
+│ /dev/vfio/1 │ TPU v6e chip │ 1       │ 1052 │
+│ /dev/vfio/2 │ TPU v6e chip │ 1       │ 1052 │
+│ /dev/vfio/3 │ TPU v6e chip │ 1       │ 1052 │
+└─────────────┴──────────────┴─────────┴──────┘
+"""
+
+
+def test_preflight_counts_a_hosts_chips_with_tpu_info_and_checks_their_arch():
+    """tpu-info's chip table (the layout of Google's tool, its chip names as tpu_info/device.py prints them)."""
+    tools = [{"path": "/usr/bin/tpu-info", "args": []}]
+    run = lambda argv: subprocess.CompletedProcess(argv, 0, TPU_INFO, "")  # noqa: E731
+    with mock.patch("os.access", return_value=True):
+        checks, report = _probe.gpu_probe(tools, {}, "v6e", 4, run, vendor="tpu")
+    assert report["vendor"] == "tpu" and report["arch"] == "v6e" and report["count"] == 4
+    assert [c["check"] for c in checks if c["ok"]] == ["gpu_vendor", "gpu_arch", "gpu_count"], checks
+    with mock.patch("os.access", return_value=True):
+        wrong = _probe.gpu_probe(tools, {}, "v5p", 8, run, vendor="tpu")[0]
+    assert [c["check"] for c in wrong if not c["ok"]] == ["gpu_arch", "gpu_count"], wrong
