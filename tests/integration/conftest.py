@@ -2,12 +2,14 @@
 
 ``simcluster`` (session scope) brings up CLUSTERVAL_SIMCLUSTER_NODES nodes
 (default 3) once per test session and removes them at the end, unless
-CLUSTERVAL_SIMCLUSTER_KEEP=1.  It skips, with the reason, on a machine where
+CLUSTERVAL_SIMCLUSTER_KEEP=1.  Under pytest-xdist (`-n 2`) each worker has a cluster of its own: its own prefix
+and subnet (the given ones, numbered by the worker), so that the two never meet.  It skips, with the reason, on a machine where
 the cluster cannot run (not root, no network namespaces, no Docker engine),
 and fails there when CLUSTERVAL_REQUIRE_CLUSTER=1 (`make test` sets it).
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -21,6 +23,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SIMCLUSTER = REPO / "scripts" / "simcluster"
+
+
+def pytest_configure(config):  # pylint: disable=unused-argument
+    """A pytest-xdist worker (gw0, gw1, ...) brings up its own cluster: the prefix gets the worker's number and the
+    subnet moves up by it (10.213.0.0/24: gw0 10.213.1.0/24, gw1 10.213.2.0/24)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    number = int(worker[2:])
+    prefix = os.environ.get("CLUSTERVAL_SIMCLUSTER_PREFIX", "cvsim")
+    subnet = ipaddress.IPv4Network(os.environ.get("CLUSTERVAL_SIMCLUSTER_SUBNET", "10.213.0.0/24"))
+    moved = ipaddress.IPv4Network((int(subnet.network_address) + (number + 1) * subnet.num_addresses,
+                                   subnet.prefixlen))
+    os.environ.update(CLUSTERVAL_SIMCLUSTER_PREFIX=f"{prefix}{number}", CLUSTERVAL_SIMCLUSTER_SUBNET=str(moved))
 
 
 @dataclass
