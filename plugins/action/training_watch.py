@@ -20,9 +20,10 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm, _room, _run_direct, _run_fold, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._console import poll_line
 from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
-    DOCKER_SOCKET, ClusterLimits, Limits, final_step_of)
+    ClusterLimits, Limits, final_step_of)
 from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
 
 LOG_MODULE = "clusterval.training.training_log"
@@ -38,7 +39,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "max_steps": {"type": "int", "default": 2000},
     "patterns": {"type": "list", "elements": "dict", "default": []},
     "advisories": {"type": "list", "elements": "str", "default": []},
-    "docker_socket": {"type": "path", "default": DOCKER_SOCKET},
+    **ENDPOINT_OPTION,
     "status_dir": {"type": "path"},
     "hosts": {"type": "list", "elements": "str"},
     "stale_timeout": {"type": "float", "default": 30.0},
@@ -155,7 +156,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, done=True, msg=f"{host}: no plan for this host")
             return result
         directory = _run_watch.watch_dir(args["run_dir"], str(plan.get("run_id") or "run"))
-        watch = _run_direct.Watch.from_plan(plan, host, directory, limits_of(args), args["docker_socket"])
+        watch = _run_direct.Watch.from_plan(plan, host, directory, limits_of(args), args["docker_host"])
         now = time.time()
         started = args["started_at"] or now
         state = _run_direct.new_state(host, started) if args["fresh"] else \

@@ -176,12 +176,13 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             run_id=dict(type="str", default=""),
             run_dir=dict(type="str", default=""),
             data_cache_dir=dict(type="str", default=""),
