@@ -16,6 +16,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
@@ -27,7 +28,7 @@ PULL_MODULE = "community.docker.docker_image"
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict"),
-    docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+    **ENDPOINT_OPTION,
     spec_overrides=dict(type="dict", default={}),
     command=dict(type="list", elements="str", default=[]),
     extra_volumes=dict(type="list", elements="str", default=[]),

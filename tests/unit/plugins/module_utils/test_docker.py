@@ -41,3 +41,24 @@ def test_only_unix_sockets_are_docker_hosts_here():
         assert "tcp://10.0.0.1:2375" in str(exc)
     else:
         raise AssertionError("a tcp host was accepted")
+
+
+def test_the_docker_endpoint_is_one_option_written_once():
+    """Every module and action that talks to Docker takes docker_host from the doc fragment and ENDPOINT_OPTION;
+    the daemon's default socket is written in _docker.py and the fragment only."""
+    import glob
+    import os
+    import re
+    plugins = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 3, "plugins"))
+    written, undocumented = [], []
+    for path in glob.glob(os.path.join(plugins, "*", "*.py")):
+        text = open(path, encoding="utf-8").read()
+        name = os.path.relpath(path, plugins)
+        if "docker.sock" in text and name not in ("module_utils/_docker.py", "doc_fragments/docker.py"):
+            written.append(name)
+        if name.startswith("modules/") and re.search(r"\bdocker_(host|socket)\b", text) and \
+                "clusterval.training.docker" not in text:
+            undocumented.append(name)
+        assert "docker_socket=" not in text and '"docker_socket":' not in text.replace(
+            'settings.get("docker_socket")', ""), name
+    assert written == [] and undocumented == []
