@@ -69,7 +69,7 @@ class ActionModule(ActionBase):
             if not args["run_dir"]:
                 result.update(failed=True, msg="training_assert: give nodes, or run_dir with the watch's files")
                 return result
-            concluded = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), list(plan["nodes"]))
+            concluded = _run_watch.conclusion(args["run_dir"], str(plan.get("run_id") or "run"), list(plan["nodes"]))
             nodes, analysis = concluded.pop("states"), concluded
         problems = bad_node_entries(nodes)
         if problems:
