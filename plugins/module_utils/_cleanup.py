@@ -103,7 +103,7 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
     return removed
 
 
-def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
+def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "", *,
             dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "",
             cluster: Optional[Mapping[str, str]] = None,
             taken_over_by: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:

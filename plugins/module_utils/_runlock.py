@@ -269,7 +269,7 @@ def list_labelled(engine: Engine, run_id: str = "") -> List[Dict[str, Any]]:
     return labelled(engine.labelled(RUN_ID_LABEL + ("=" + run_id if run_id else "")))
 
 
-def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, take: bool,
+def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, *, take: bool,
           takeover: bool, stale_after_s: float, data_cache_dir: str = "", address: str = "") -> Dict[str, Any]:
     """The busy check of one node, taking the lock (and recording the run in the run index, with the cluster's
     identity: `address` as the inventory gives it and `controller`) when `take`.
@@ -288,8 +288,8 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
         return {"check": _check(False, busy_detail(node, state)), "took_over": None}
     replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)
     if take and not take_lock(path, lock_record(run_id, controller), replace=replace):
-        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s, data_cache_dir,
-                     address)
+        return claim(node, socket_path, run_id, run_dir, controller, take=take, takeover=takeover,
+                     stale_after_s=stale_after_s, data_cache_dir=data_cache_dir, address=address)
     if take:
         record_run(run_id, node, run_dir, data_cache_dir, cluster_identity(address, controller))
     if state["busy"]:

@@ -203,9 +203,9 @@ def main():
     params = module.params
     node = params["node"] or socket.gethostname()
     outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
-                               module.check_mode, params["timeout"], node,
-                               _runlock.cluster_identity(params["address"], params["controller"]),
-                               params["taken_over_by"])
+                               dry_run=module.check_mode, timeout=params["timeout"], node=node,
+                               cluster=_runlock.cluster_identity(params["address"], params["controller"]),
+                               taken_over_by=params["taken_over_by"])
     msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
                   runs=outcome["runs"], left_alone=outcome["left_alone"], msg=msg)

@@ -480,8 +480,9 @@ def claim_node(params, node):
     if not lock:
         return None
     return _runlock.claim(node, socket_of(params["docker_host"] or DEFAULT_HOST), lock["run_id"], lock["run_dir"],
-                          lock["controller"], lock["take"], lock["takeover"], lock["stale_after"],
-                          lock["data_cache_dir"], lock["address"])
+                          lock["controller"], take=lock["take"], takeover=lock["takeover"],
+                          stale_after_s=lock["stale_after"], data_cache_dir=lock["data_cache_dir"],
+                          address=lock["address"])
 
 
 def marker_checks(marker):
