@@ -113,21 +113,19 @@ class Engine:
 
     def image(self, image: str) -> Optional[Dict[str, Any]]:
         """The image's inspect answer; None when the node does not have it."""
-        status, answer = self.request("GET", "/images/%s/json" % quote(image, safe="/:@"))
-        if status == 404:
-            return None
-        found = parse(answer)
-        if status != 200 or not isinstance(found, dict):
-            raise DockerError("inspecting the image %s answered HTTP %d: %s" % (image, status, message_of(answer)))
-        return found
+        return self.inspected("/images/%s/json" % quote(image, safe="/:@"), "the image %s" % image)
 
     def inspect(self, name: str) -> Optional[Dict[str, Any]]:
-        status, answer = self.request("GET", path_of(name))
+        """The container's inspect answer; None when there is no such container."""
+        return self.inspected(path_of(name), name)
+
+    def inspected(self, path: str, what: str) -> Optional[Dict[str, Any]]:
+        status, answer = self.request("GET", path)
         if status == 404:
             return None
         found = parse(answer)
         if status != 200 or not isinstance(found, dict):
-            raise DockerError("inspecting %s answered HTTP %d: %s" % (name, status, message_of(answer)))
+            raise DockerError("inspecting %s answered HTTP %d: %s" % (what, status, message_of(answer)))
         return found
 
     def state(self, name: str) -> Dict[str, Any]:
