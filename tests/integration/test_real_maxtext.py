@@ -165,7 +165,7 @@ def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(sim
     # survivor's own failure line while its training still ran (no exit of its own seen), and the collection
     # stopped it instead of waiting for it to exit.
     survivor_state = json.loads(watch_file(tmp_path, "%s.json" % survivor).read_text())
-    assert (survivor_state["reason"], survivor_state["exit_time"]) == ("error", None), survivor_state["msg"]
+    assert (survivor_state["reason"], survivor_state.get("exit_time")) == ("error", None), survivor_state["msg"]
     # How long it took is a figure (BENCHMARKS.md), never a bound here: a loaded machine would break it.
     record_timing("a killed rank decided (its exit to the decision, real MaxText)", decided - exited)
     record_timing("a killed rank reported (kill to the controller's end, real MaxText)", took)
