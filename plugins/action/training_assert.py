@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _baseline, _isolate, _run_watch, _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import small_metrics
 from ansible_collections.clusterval.training.plugins.module_utils._policy import Policy
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction
 
 # The policy's options (straggler_pct, ..., baseline_tolerance) are _policy.POLICY_SPEC's (a unit test).
 ARGUMENT_SPEC = dict(
@@ -56,20 +56,18 @@ def run_info(plan: Dict[str, Any]) -> Dict[str, Any]:
                                            "final_step", "total_steps")}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(CollectionAction):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._validated(ARGUMENT_SPEC, "training_assert")
         plan, nodes, analysis = args["plan"], args["nodes"], None
         if nodes is None:
             if not args["run_dir"]:
                 result.update(failed=True, msg="training_assert: give nodes, or run_dir with the watch's files")
                 return result
-            concluded = _run_watch.conclude(args["run_dir"], str(plan.get("run_id") or "run"), list(plan["nodes"]))
+            concluded = _run_watch.conclusion(args["run_dir"], str(plan.get("run_id") or "run"), list(plan["nodes"]))
             nodes, analysis = concluded.pop("states"), concluded
         problems = bad_node_entries(nodes)
         if problems:

@@ -12,10 +12,10 @@ from typing import Any
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 # What settings_from reads from the role's variables (<role>_<name>): the options of these names, and the
@@ -35,8 +35,9 @@ def paths_from_plan(plan: Any, host: str, run_id: str, collect_log: bool) -> dic
     return paths
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(CollectionAction):
+    # Runs the module on the task's host.
+    _requires_connection = True
     _supports_check_mode = True
     _supports_async = False
 

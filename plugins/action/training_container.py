@@ -12,14 +12,14 @@ import time
 from typing import Any
 
 from ansible import constants as C
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction, validated
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 from ansible_collections.clusterval.training.plugins.plugin_utils._throttle import slot
 
@@ -27,7 +27,7 @@ PULL_MODULE = "community.docker.docker_image"
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict"),
-    docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+    **ENDPOINT_OPTION,
     spec_overrides=dict(type="dict", default={}),
     command=dict(type="list", elements="str", default=[]),
     extra_volumes=dict(type="list", elements="str", default=[]),
@@ -52,8 +52,9 @@ JOB_OPTIONS = ("command", "extra_volumes", "directories", "files", "stop_timeout
 COLLECTION_SETTINGS = {"docker_host": "training_docker_host", "spec_overrides": "training_container_spec_overrides"}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(CollectionAction):
+    # Runs the module on the task's host.
+    _requires_connection = True
     _supports_check_mode = True
     _supports_async = False
 
@@ -96,7 +97,7 @@ class ActionModule(ActionBase):
         return result
 
     def _arguments(self, task_vars: dict[str, Any]) -> dict[str, Any]:
-        """The task's arguments over the role's variables (settings_from), validated; {msg} when invalid."""
+        """The task's arguments over the role's variables (settings_from), validated; {msg} for a job of other keys."""
         given = dict(self._task.args)
         role = given.get("settings_from")
         if role:
@@ -106,10 +107,7 @@ class ActionModule(ActionBase):
         if not isinstance(job, dict) or set(job) - set(JOB_OPTIONS):
             return {"msg": "job: expected a dict of %s, found %s%s" % (
                 ", ".join(JOB_OPTIONS), ", ".join(sorted(job)) if isinstance(job, dict) else type(job).__name__, where)}
-        validated = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(given, **job))
-        if validated.error_messages:
-            return {"msg": "; ".join(validated.error_messages) + where}
-        return validated.validated_parameters
+        return validated(ARGUMENT_SPEC, dict(given, **job), "training_container", where)
 
     def _prepare(self, args: dict[str, Any], image: str, run_id: str, task_vars: dict[str, Any]) -> dict[str, Any]:
         """The image pulled where it is missing: the failed pull's answer, else {}."""

@@ -10,9 +10,9 @@ import sys
 from typing import Any, Dict
 
 from ansible import context
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _isolate
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction
 
 # The collection's root (plugins/action/ is two levels below it): its playbooks/train.yml runs each subset.
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,14 +42,12 @@ def ansible_playbook() -> str:
     return shutil.which("ansible-playbook") or "ansible-playbook"
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(CollectionAction):
     _supports_check_mode = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._validated(ARGUMENT_SPEC, "training_isolate")
         cli = dict(context.CLIARGS)
         try:
             needed = _isolate.min_nodes(args["mode"], args["min_nodes"])

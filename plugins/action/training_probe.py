@@ -13,13 +13,13 @@ from typing import Any
 from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.clusterval.training.plugins.module_utils._console import human_stdout
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._probe_args import (
     SETTINGS, kernel_log_only_args, probe_args, takeover_args, token_dest, verdict)
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction
 from ansible_collections.clusterval.training.plugins.plugin_utils._node_task import role_vars, without_invocation
 
 PROBE = "clusterval.training.training_probe"
@@ -29,8 +29,9 @@ COLLECTION_SETTINGS = {"gpu_arch": "training_gpu_arch", "hf_token_source": "trai
 CLEANUP = "clusterval.training.training_cleanup"
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(CollectionAction):
+    # Runs the module on the task's host.
+    _requires_connection = True
     _supports_check_mode = True
     _supports_async = False
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import time
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from ansible_collections.clusterval.training.plugins.module_utils import _policy, _report_guard, _results, _room
 from ansible_collections.clusterval.training.plugins.module_utils._console import verdict_lines
 from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
-from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction, failed
 
 ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
@@ -56,14 +55,12 @@ def run_stats(document, run_dir):
             "stopped_in": stop.get("stage"), "run_dir": run_dir, "run_id": document.get("run_id")}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(CollectionAction):
     _supports_check_mode = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._validated(ARGUMENT_SPEC, "training_results")
         plan, run_dir = args["plan"], args["run_dir"]
         run_id = str(plan.get("run_id") or "run")
         if args["start"]:

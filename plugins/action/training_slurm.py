@@ -9,6 +9,7 @@ from typing import Any
 
 from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm, _run_ship
 from ansible_collections.clusterval.training.plugins.module_utils._container import create_body
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DEFAULT_HOST
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError, ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._launch_docker import container_spec, node_files
 from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction, failed
@@ -58,7 +59,7 @@ class ActionModule(CollectionAction):
             if missing:
                 raise ConfigError("shipments", "every host's supervisor shipment", "none for %s" % ", ".join(missing))
             parts = node_parts(plan, args["hosts"], args["shipments"], args["spec_overrides"],
-                               args["hf_token_present"], str(settings.get("docker_host") or "unix:///var/run/docker.sock"))
+                               args["hf_token_present"], str(settings.get("docker_host") or DEFAULT_HOST))
             status = _run_ship.status_dir(plan["data_cache_dir"], plan["run_id"])
             sources = _run_ship.module_closure(MODULE_UTILS_DIR, start="_slurm_step")
             job = _launch_slurm.job(plan, args["hosts"], parts, settings, sources, status)

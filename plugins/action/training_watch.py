@@ -15,15 +15,15 @@ from typing import Any
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.clusterval.training.plugins.module_utils import _launch_slurm, _room, _run_direct, _run_fold, _run_watch
 from ansible_collections.clusterval.training.plugins.module_utils._console import poll_line
 from ansible_collections.clusterval.training.plugins.module_utils._controller import is_write_fault, run_dir_fault
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
-    DOCKER_SOCKET, ClusterLimits, Limits, final_step_of)
-from ansible_collections.clusterval.training.plugins.plugin_utils._action import failed
+    ClusterLimits, Limits, final_step_of)
+from ansible_collections.clusterval.training.plugins.plugin_utils._action import CollectionAction, failed
 
 LOG_MODULE = "clusterval.training.training_log"
 STATUS_MODULE = "clusterval.training.training_status"
@@ -38,7 +38,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "max_steps": {"type": "int", "default": 2000},
     "patterns": {"type": "list", "elements": "dict", "default": []},
     "advisories": {"type": "list", "elements": "str", "default": []},
-    "docker_socket": {"type": "path", "default": DOCKER_SOCKET},
+    **ENDPOINT_OPTION,
     "status_dir": {"type": "path"},
     "hosts": {"type": "list", "elements": "str"},
     "stale_timeout": {"type": "float", "default": 30.0},
@@ -60,8 +60,9 @@ def limits_of(args: dict[str, Any]) -> Limits:
     return Limits(*(float(args[key]) for key in ("hang_timeout", "startup_timeout", "deadline")))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(CollectionAction):
+    # Runs the module on the task's host.
+    _requires_connection = True
     _supports_check_mode = False
     _supports_async = False
 
@@ -69,7 +70,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self._validated(ARGUMENT_SPEC, "training_watch")
         plan = args["plan"] or task_vars.get("training_plan")
         if not isinstance(plan, dict) or not isinstance(plan.get("nodes"), dict):
             result.update(failed=True, done=True, msg="training_watch: no plan (run clusterval.training.training_plan)")
@@ -155,7 +156,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, done=True, msg=f"{host}: no plan for this host")
             return result
         directory = _run_watch.watch_dir(args["run_dir"], str(plan.get("run_id") or "run"))
-        watch = _run_direct.Watch.from_plan(plan, host, directory, limits_of(args), args["docker_socket"])
+        watch = _run_direct.Watch.from_plan(plan, host, directory, limits_of(args), args["docker_host"])
         now = time.time()
         started = args["started_at"] or now
         state = _run_direct.new_state(host, started) if args["fresh"] else \

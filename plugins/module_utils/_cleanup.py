@@ -15,30 +15,11 @@ import shutil
 import stat
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
-from urllib.parse import quote
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _run_node, _run_ship, _runlock
-from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
+from ansible_collections.clusterval.training.plugins.module_utils._docker import Engine
 
 DOCKER_TIMEOUT_S = 30.0
-
-
-def remove_container(socket_path: str, container_id: str, timeout: float = DOCKER_TIMEOUT_S) -> None:
-    """Kill and remove a container (docker rm -f); gone already is fine."""
-    status, body = docker_request(socket_path, "DELETE", "/containers/%s?force=1" % quote(container_id, safe=""),
-                                  timeout)
-    if status not in (204, 404):
-        detail = body.decode("utf-8", "replace").strip()[:200]
-        raise ValueError("answered HTTP %d removing %s: %s" % (status, container_id[:12], detail))
-
-
-def socket_of(docker_host: str) -> str:
-    """The socket path of a `unix://` Docker host (or a plain path)."""
-    if docker_host.startswith("unix://"):
-        return docker_host[len("unix://"):]
-    if "://" in docker_host:
-        raise ValueError("only a unix socket Docker host is supported here, not %s" % docker_host)
-    return docker_host
 
 
 def runs_to_clear(containers: List[Mapping[str, Any]], run_id: str, run_dir: str, data_cache_dir: str,
@@ -122,7 +103,7 @@ def clear_run_files(run_id: str, run_dir: str, data_cache_dir: str, dry_run: boo
     return removed
 
 
-def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "",
+def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_dir: str = "", *,
             dry_run: bool = False, timeout: float = DOCKER_TIMEOUT_S, node: str = "",
             cluster: Optional[Mapping[str, str]] = None,
             taken_over_by: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -140,14 +121,14 @@ def cleanup(docker_host: str, run_id: str = "", run_dir: str = "", data_cache_di
     containers: List[Dict[str, Any]] = []
     error: Optional[str] = None
     try:
-        path = socket_of(docker_host)
-        containers = _runlock.list_labelled(path, run_id)
+        engine = Engine.at(docker_host, timeout)
+        containers = _runlock.list_labelled(engine, run_id)
         if taken_over_by and not dry_run:
             mark_taken_over(runs_to_clear(containers, run_id, run_dir, data_cache_dir, node, cluster)[0],
                             taken_over_by)
         for container in containers:
             if not dry_run:
-                remove_container(path, container["id"], timeout)
+                engine.remove(container["id"])
             removed.append("container %s (run %s, %s)" % (container["name"], container["run_id"], container["state"]))
     except (OSError, ValueError) as exc:
         error = "Docker daemon at %s: %s" % (docker_host, exc)

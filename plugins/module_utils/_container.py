@@ -1,6 +1,6 @@
 # Copyright: clusterval.training contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The training container on a node, started through the Docker Engine API with the standard library only.
+"""The training container's create request for the Docker Engine API (started by ``_docker.Engine``).
 
 A container spec (the plan's ``container`` with the role's overrides: image, command, env, labels, devices,
 volumes, mounts, groups, capabilities, ...) becomes one create request. The request's digest is kept as a label:
@@ -12,18 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Dict, Mapping, Optional
-from urllib.parse import quote
+from typing import Any, Dict, Mapping
 
-from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_request
-from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DIGEST_LABEL
 
-DIGEST_LABEL = "clusterval.container_digest"
 SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
-
-
-class DockerError(ClustervalError):
-    """The daemon refused a request; the message says which and why."""
 
 
 def size_in_bytes(value: Any) -> int:
@@ -92,63 +85,3 @@ def create_body(spec: Mapping[str, Any], stop_timeout: int) -> Dict[str, Any]:
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     body["Labels"][DIGEST_LABEL] = digest
     return body
-
-
-def inspect(socket_path: str, name: str, timeout: float) -> Optional[Dict[str, Any]]:
-    status, answer = docker_request(socket_path, "GET", "/containers/%s/json" % quote(name, safe=""), timeout)
-    if status == 404:
-        return None
-    found = parse(answer)
-    if status != 200 or not isinstance(found, dict):
-        raise DockerError("inspecting %s answered HTTP %d: %s" % (name, status, message_of(answer)))
-    return found
-
-
-def ensure_started(socket_path: str, name: str, body: Mapping[str, Any], check_mode: bool,
-                   timeout: float) -> Dict[str, Any]:
-    """Starts the container ``name`` as ``body`` says: ``action`` is ``unchanged`` (the same one running),
-    ``started`` (the same one, stopped), ``created`` or ``replaced``."""
-    found = inspect(socket_path, name, timeout)
-    same = found is not None and (found.get("Config") or {}).get("Labels", {}).get(DIGEST_LABEL) == \
-        body["Labels"][DIGEST_LABEL]
-    running = bool(found and (found.get("State") or {}).get("Running"))
-    if same and running:
-        return {"action": "unchanged", "id": found.get("Id"), "changed": False}
-    action = "started" if same else ("replaced" if found else "created")
-    if check_mode:
-        return {"action": action, "id": found.get("Id") if found else None, "changed": True}
-    if found and not same:
-        call(socket_path, "DELETE", "/containers/%s?force=1" % quote(found["Id"], safe=""), None, timeout,
-             "removing the earlier container %s" % name, (204, 404))
-    if same:
-        container_id = found["Id"]
-    else:
-        created = call(socket_path, "POST", "/containers/create?name=%s" % quote(name, safe=""), body, timeout,
-                       "creating %s" % name, (201,))
-        container_id = created.get("Id")
-    call(socket_path, "POST", "/containers/%s/start" % quote(container_id, safe=""), None, timeout,
-         "starting %s" % name, (204, 304))
-    return {"action": action, "id": container_id, "changed": True}
-
-
-def call(socket_path: str, method: str, path: str, body: Optional[Mapping[str, Any]], timeout: float, what: str,
-         expected: tuple) -> Dict[str, Any]:
-    status, answer = docker_request(socket_path, method, path, timeout, body)
-    if status not in expected:
-        raise DockerError("%s: Docker answered HTTP %d: %s" % (what, status, message_of(answer)))
-    found = parse(answer)
-    return found if isinstance(found, dict) else {}
-
-
-def parse(answer: bytes) -> Any:
-    try:
-        return json.loads(answer.decode("utf-8")) if answer.strip() else None
-    except ValueError:
-        return None
-
-
-def message_of(answer: bytes) -> str:
-    found = parse(answer)
-    if isinstance(found, dict) and found.get("message"):
-        return str(found["message"])[:300]
-    return answer.decode("utf-8", "replace").strip()[:300]

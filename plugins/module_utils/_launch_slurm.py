@@ -16,6 +16,7 @@ import shlex
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DEFAULT_HOST
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 
 RUNTIMES = ("docker", "pyxis", "apptainer")
@@ -399,4 +400,4 @@ def job(plan: Mapping[str, Any], hosts: Sequence[str], parts: Mapping[str, Mappi
                       "--time=5", "--kill-on-bad-exit=0", "--immediate=60", "--job-name=%s-clean" % job_name(run_id),
                       *placement,
                       str(settings.get("python") or "/usr/bin/python3"), "%s/step/%s" % (base, STEP_SCRIPT),
-                      "clean", run_id, str(settings.get("docker_host") or "unix:///var/run/docker.sock")]}
+                      "clean", run_id, str(settings.get("docker_host") or DEFAULT_HOST)]}

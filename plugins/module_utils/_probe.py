@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import grp
 import importlib
-import json
 import os
 import pwd
 import re
@@ -17,16 +16,17 @@ import subprocess
 import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import quote
 
 from ansible_collections.clusterval.training.plugins.module_utils import _gpus, _health
-from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DockerError, Engine
 
 Check = Dict[str, Any]
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 DOCKER_PID_FILES = ("/var/run/docker.pid", "/run/docker.pid")
 MARKER_POLL_S = 0.1
+# The daemon's answers to preflight's questions (its version, whether it has the image).
+PROBE_TIMEOUT_S = 10.0
 # Docker's sizes (`--shm-size 64G`): binary units, an optional trailing b or ib, any case.
 SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -112,10 +112,7 @@ def docker_check(socket_path: str) -> Check:
     if refused:
         return check("docker", False, refused)
     try:
-        status, body = docker_get(socket_path, "/version")
-        if status != 200:
-            raise ValueError("answered HTTP %d" % status)
-        version = json.loads(body.decode("utf-8")).get("Version", "?")
+        version = Engine(socket_path, PROBE_TIMEOUT_S).version()
     except (OSError, ValueError) as exc:
         return check("docker", False, "Docker daemon not reachable at %s: %s" % (socket_path, exc))
     return check("docker", True, "Docker %s reachable at %s" % (version, socket_path))
@@ -124,10 +121,9 @@ def docker_check(socket_path: str) -> Check:
 def image_present(socket_path: str, image: str) -> Optional[bool]:
     """Whether the daemon has the image already; None when it cannot tell."""
     try:
-        status, dummy = docker_get(socket_path, "/images/%s/json" % quote(image, safe="/:@"))
-    except (OSError, ValueError):
+        return Engine(socket_path, PROBE_TIMEOUT_S).image(image) is not None
+    except (OSError, ValueError, DockerError):
         return None
-    return {200: True, 404: False}.get(status)
 
 
 def token_check(token_file: str) -> Check:

@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Sequence
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DEFAULT_HOST
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._health import window_seconds
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
@@ -84,7 +85,7 @@ def probe_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any], 
                  "take": flag(settings, "lock_take", not check_mode),
                  "takeover": flag(settings, "takeover", False),
                  "stale_after": float(settings.get("lock_stale_s", 1800))},
-        "docker_socket": settings.get("docker_socket") or "/var/run/docker.sock",
+        "docker_host": settings.get("docker_socket") or DEFAULT_HOST,
         "image": container.get("image"),
         "devices": list(container.get("devices") or []),
         "mounts": [volume.split(":")[0] for volume in container.get("volumes") or []
@@ -146,7 +147,7 @@ def kernel_log_args(settings: Mapping[str, Any], privilege: str = "") -> Dict[st
 
 def kernel_log_only_args(host: str, settings: Mapping[str, Any]) -> Dict[str, Any]:
     """The arguments of the probe that reads the kernel log as root (the preflight role's task with become)."""
-    return {"node": host, "docker_socket": "", "python_modules": [],
+    return {"node": host, "docker_host": "", "python_modules": [],
             "kernel_log": kernel_log_args(settings, privilege="none")}
 
 
@@ -158,7 +159,7 @@ def token_dest(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any]) 
 def takeover_args(plan: Mapping[str, Any], host: str, settings: Mapping[str, Any],
                   took_over: Mapping[str, Any]) -> Dict[str, Any]:
     """training_cleanup's arguments that tear down the run this one takes over on ``host``."""
-    return {"docker_host": "unix://%s" % (settings.get("docker_socket") or "/var/run/docker.sock"),
+    return {"docker_host": "unix://%s" % settings["docker_socket"] if settings.get("docker_socket") else DEFAULT_HOST,
             "run_id": str(took_over["run_id"]), "node": host, "address": settings.get("address") or host,
             "taken_over_by": {"by": plan["run_id"], "controller": settings.get("controller") or "?"}}
 

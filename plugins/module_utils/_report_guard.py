@@ -106,7 +106,7 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
             os.path.exists(_run_watch.state_path(directory, host)) for host in hosts):
         # The watch was stopped between two polls: its states as it would have saved them at its end.
         _run_watch.save_states(directory, memory["states"], memory)
-    concluded = _run_watch.conclude(run_dir, run_id, hosts)
+    concluded = _run_watch.conclusion(run_dir, run_id, hosts)
     states = concluded.pop("states")
     outcome = _policy.read(directory).judge(plan, states, concluded)
     keys = ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps")

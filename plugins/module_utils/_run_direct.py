@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
-    DOCKER_SOCKET, LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,
+    LOG_GRACE_S, MISSING_FILE, RUNNING, Decision, Limits, State, as_text, completion, container_ended,
     deadline_passed, exit_decision, failure_in_log, final_step_of, hang, is_secondary, new_state, parser_args,
     printer_completion, printer_of, progress_of)
 from ansible_collections.clusterval.training.plugins.module_utils._run_watch import (
@@ -29,13 +29,14 @@ class Watch:
     final_step: int
     limits: Limits
     printer: Optional[str]
-    docker_socket: str = DOCKER_SOCKET
+    # The node's container engine (training_log's docker_host); empty: its default.
+    docker_host: str = ""
 
     @classmethod
     def from_plan(cls, plan: Mapping[str, Any], host: str, run_dir: str, limits: Limits,
-                  docker_socket: str = DOCKER_SOCKET) -> "Watch":
+                  docker_host: str = "") -> "Watch":
         node = node_view(plan, host)
-        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node), docker_socket)
+        return cls(run_dir, host, node, final_step_of(plan), limits, printer_of(plan, node), docker_host)
 
     @property
     def state_path(self) -> str:
@@ -125,7 +126,9 @@ def log_args(watch: Watch, state: State, max_steps: int, patterns: List[Dict[str
     if node.get("exit_code_path"):
         args["exit_code_path"] = node["exit_code_path"]
     if node.get("container", {}).get("name"):
-        args.update(container=node["container"]["name"], docker_socket=watch.docker_socket)
+        args["container"] = node["container"]["name"]
+        if watch.docker_host:
+            args["docker_host"] = watch.docker_host
     if patterns:
         args["patterns"] = patterns
     if advisories:

@@ -392,6 +392,10 @@ def failures(nodes: Mapping[str, Mapping[str, Any]]) -> List[Tuple[str, Dict[str
     return sorted(failed, key=lambda item: (item[1]["at"], natural_key(item[0])))
 
 
+# What the one decision holds (``analyse``), as outcome.json keeps it beside the events.
+ANALYSIS_KEYS = ("culprit", "run_cause", "consequences", "independent", "stopped_at")
+
+
 def analyse(nodes: Mapping[str, Mapping[str, Any]], run: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """``culprit`` (a node singled out by evidence, or None), ``run_cause`` (why no node is named),
     ``consequences`` and ``independent`` host lists, ``stopped_at`` (host -> last step of the failed nodes)."""

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
-from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDED
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, show
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import THROUGHPUT_PREFERENCE
 
@@ -21,8 +20,6 @@ from ansible_collections.clusterval.training.plugins.module_utils._metricdefs im
 LOG_GRACE_S = 60.0
 
 MISSING_FILE = "No such file"
-
-DOCKER_SOCKET = "/var/run/docker.sock"
 
 State = Dict[str, Any]
 
@@ -145,7 +142,7 @@ def exit_decision(state: State, final_step: int, prints_steps: bool) -> Optional
 def container_ended(state: State) -> Optional[Decision]:
     """The container is the job: ended without the launch script's exit status, it was killed or removed."""
     container = state.get("container") or {}
-    if state["exit_code"] is not None or container.get("status") not in ENDED:
+    if state["exit_code"] is not None or not container.get("ended"):
         return None
     name = container.get("name", "the training container")
     if container["status"] == "missing":

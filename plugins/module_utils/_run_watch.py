@@ -13,12 +13,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _launch_slurm, _room
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._run_fold import (
-    abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
+    ANALYSIS_KEYS, abort_the_rest, analyse, cluster_answer, decide_cluster_node, first_failure, fold_stream, settle_cluster)
 from ansible_collections.clusterval.training.plugins.module_utils._run_records import (
     ClusterLimits, Decision, Limits, State, apply_decision, new_cluster_state, printer_of)
 
@@ -309,7 +309,35 @@ def one_line(text: Any) -> str:
 def conclude(run_dir: str, run_id: str, hosts: List[str],
              scheduler: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The end of the watch: the states with the direct looks (or, under Slurm, srun's exit lines), decided once,
-    saved as the outcome."""
+    saved as the outcome (``concluded``) that every later reader takes (``conclusion``)."""
+    directory = watch_dir(run_dir, run_id)
+    states, memory, scheduler = evidence(run_dir, run_id, hosts, scheduler)
+    analysis = analyse(states, memory)
+    outcome = dict(analysis, concluded=True, **({"scheduler": scheduler} if scheduler else {}))
+    try:
+        save_outcome(directory, outcome, memory.get("events") or [])
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _room.release(run_dir, "verdict"):
+            raise
+        save_outcome(directory, outcome, memory.get("events") or [])
+    return dict(analysis, states=states)
+
+
+def conclusion(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
+    """The run's one decision as the watch concluded it, read from ``outcome.json``, with the states it was
+    concluded from: what the assert and the guard of an interrupted run judge. Concluded here (once, and saved)
+    only where no watch concluded: the per-node watch, a watch stopped before its end."""
+    outcome = load_outcome(run_dir, run_id)
+    if not outcome or not outcome.get("concluded"):
+        return conclude(run_dir, run_id, hosts)
+    states = evidence(run_dir, run_id, hosts)[0]
+    return dict({key: outcome.get(key) for key in ANALYSIS_KEYS}, states=states)
+
+
+def evidence(run_dir: str, run_id: str, hosts: List[str], scheduler: Optional[Mapping[str, Any]] = None
+             ) -> Tuple[Dict[str, State], Dict[str, Any], Optional[Mapping[str, Any]]]:
+    """(states, the watch's memory, Slurm's record): the saved states with what the launcher's scheduler said of
+    each node (Slurm's node failures, srun's exit lines) and its ending of the run among the events."""
     directory = watch_dir(run_dir, run_id)
     memory = read_json(os.path.join(directory, RUN_FILE)) or {}
     states = load_states(directory, hosts)
@@ -328,15 +356,7 @@ def conclude(run_dir: str, run_id: str, hosts: List[str],
     for host, error in ((scheduler or {}).get("srun_errors") or {}).items():
         if host in states:
             states[host] = _launch_slurm.with_srun_exit(states[host], error)
-    analysis = analyse(states, memory)
-    outcome = dict(analysis, scheduler=scheduler) if scheduler else analysis
-    try:
-        save_outcome(directory, outcome, memory.get("events") or [])
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _room.release(run_dir, "verdict"):
-            raise
-        save_outcome(directory, outcome, memory.get("events") or [])
-    return dict(analysis, states=states)
+    return states, memory, scheduler
 
 
 def load_outcome(run_dir: str, run_id: str) -> Optional[Dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import quote, unquote
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic
-from ansible_collections.clusterval.training.plugins.module_utils._docker import docker_get
+from ansible_collections.clusterval.training.plugins.module_utils._docker import Engine
 
 LOCK_NAME = "clusterval.lock"
 RUN_ID_LABEL = "clusterval.run_id"
@@ -264,17 +264,12 @@ def busy_detail(node: str, state: Mapping[str, Any]) -> str:
             % (node, state["run_id"], since, state["reason"], state["run_id"]))
 
 
-def list_labelled(socket_path: str, run_id: str = "") -> List[Dict[str, Any]]:
+def list_labelled(engine: Engine, run_id: str = "") -> List[Dict[str, Any]]:
     """The node's containers (any state) carrying the collection's run-id label, or only `run_id`'s."""
-    label = RUN_ID_LABEL + ("=" + run_id if run_id else "")
-    query = quote(json.dumps({"label": [label]}), safe="")
-    status, body = docker_get(socket_path, "/containers/json?all=1&filters=%s" % query, timeout=DOCKER_TIMEOUT_S)
-    if status != 200:
-        raise ValueError("answered HTTP %d listing containers" % status)
-    return labelled(json.loads(body.decode("utf-8")))
+    return labelled(engine.labelled(RUN_ID_LABEL + ("=" + run_id if run_id else "")))
 
 
-def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, take: bool,
+def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: str, *, take: bool,
           takeover: bool, stale_after_s: float, data_cache_dir: str = "", address: str = "") -> Dict[str, Any]:
     """The busy check of one node, taking the lock (and recording the run in the run index, with the cluster's
     identity: `address` as the inventory gives it and `controller`) when `take`.
@@ -283,7 +278,7 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
     (takeover of a busy node), else None."""
     path = lock_path(run_dir)
     try:
-        containers = list_labelled(socket_path)
+        containers = list_labelled(Engine(socket_path, DOCKER_TIMEOUT_S))
     except (OSError, ValueError) as exc:
         return {"check": _check(False, "cannot list the node's containers at %s: %s" % (socket_path, exc)),
                 "took_over": None}
@@ -293,8 +288,8 @@ def claim(node: str, socket_path: str, run_id: str, run_dir: str, controller: st
         return {"check": _check(False, busy_detail(node, state)), "took_over": None}
     replace = state["busy"] or state["stale"] or (lock is not None and lock.get("run_id") == run_id)
     if take and not take_lock(path, lock_record(run_id, controller), replace=replace):
-        return claim(node, socket_path, run_id, run_dir, controller, take, takeover, stale_after_s, data_cache_dir,
-                     address)
+        return claim(node, socket_path, run_id, run_dir, controller, take=take, takeover=takeover,
+                     stale_after_s=stale_after_s, data_cache_dir=data_cache_dir, address=address)
     if take:
         record_run(run_id, node, run_dir, data_cache_dir, cluster_identity(address, controller))
     if state["busy"]:

@@ -19,9 +19,8 @@ import signal
 import sys
 import time
 from typing import Any, Dict, List, Mapping
-from urllib.parse import quote
-
-from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _container, _docker, _files
+from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _files
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DEFAULT_HOST, DockerError, Engine
 
 POLL_S = 1.0
 DOCKER_TIMEOUT_S = 60.0
@@ -57,19 +56,18 @@ def raise_stop(signum: int, frame: Any) -> None:
     raise Stop(signum)
 
 
-def stop_container(socket: str, name: str, grace: int) -> None:
+def stop_container(engine: Engine, name: str, grace: int) -> None:
     """docker stop (the supervisor stops its job within the grace), then docker rm."""
     try:
-        _docker.docker_request(socket, "POST", "/containers/%s/stop?t=%d" % (quote(name, safe=""), grace),
-                               grace + DOCKER_TIMEOUT_S)
+        engine.stop(name, grace)
     finally:
-        _cleanup.remove_container(socket, name)
+        engine.remove(name)
 
 
-def wait_for_exit(socket: str, name: str) -> int:
+def wait_for_exit(engine: Engine, name: str) -> int:
     while True:
-        state = _docker.container_state(socket, name)
-        if state["status"] in _docker.ENDED:
+        state = engine.state(name)
+        if state["ended"]:
             return int(state["exit_code"]) if state["exit_code"] is not None else 255
         time.sleep(POLL_S)
 
@@ -86,22 +84,22 @@ def without_missing_mounts(body: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def run_container(part: Mapping[str, Any]) -> int:
-    socket = _cleanup.socket_of(str(part["docker_host"]))
+    engine = Engine.at(str(part["docker_host"]), DOCKER_TIMEOUT_S)
     name = str(part["name"])
     grace = int(part.get("stop_timeout") or 10)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, raise_stop)
     try:
-        _container.ensure_started(socket, name, without_missing_mounts(part["body"]), False, DOCKER_TIMEOUT_S)
+        engine.ensure_started(name, without_missing_mounts(part["body"]))
         say("%s: container %s started" % (node_name(), name))
-        code = wait_for_exit(socket, name)
+        code = wait_for_exit(engine, name)
     except Stop as stop:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
         say("%s: signal %d from Slurm: stopping container %s" % (node_name(), stop.signum, name))
-        stop_container(socket, name, grace)
+        stop_container(engine, name, grace)
         return 128 + stop.signum
-    _cleanup.remove_container(socket, name)
+    engine.remove(name)
     say("%s: container %s exited with status %d" % (node_name(), name, code))
     return code
 
@@ -126,7 +124,7 @@ def main(argv: List[str]) -> int:
         say("usage: step.py run|exec NODES_DIR, or step.py clean RUN_ID DOCKER_HOST")
         return 2
     if argv[1] == "clean":
-        return clean(argv[2], argv[3] if len(argv) > 3 else "unix:///var/run/docker.sock")
+        return clean(argv[2], argv[3] if len(argv) > 3 else DEFAULT_HOST)
     node = node_name()
     try:
         part = load_part(argv[2], node)
@@ -136,6 +134,6 @@ def main(argv: List[str]) -> int:
         return 2
     try:
         return run_container(part) if argv[1] == "run" else exec_supervisor(part)
-    except (OSError, ValueError, _container.DockerError) as exc:
+    except (OSError, ValueError, DockerError) as exc:
         say("%s: error: the container could not run: %s" % (node, exc))
         return 125

@@ -176,12 +176,13 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils import _cleanup, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             run_id=dict(type="str", default=""),
             run_dir=dict(type="str", default=""),
             data_cache_dir=dict(type="str", default=""),
@@ -202,9 +203,9 @@ def main():
     params = module.params
     node = params["node"] or socket.gethostname()
     outcome = _cleanup.cleanup(params["docker_host"], params["run_id"], params["run_dir"], params["data_cache_dir"],
-                               module.check_mode, params["timeout"], node,
-                               _runlock.cluster_identity(params["address"], params["controller"]),
-                               params["taken_over_by"])
+                               dry_run=module.check_mode, timeout=params["timeout"], node=node,
+                               cluster=_runlock.cluster_identity(params["address"], params["controller"]),
+                               taken_over_by=params["taken_over_by"])
     msg = _cleanup.summary(node, outcome, params["run_id"])
     result = dict(changed=bool(outcome["removed"]), removed=outcome["removed"], containers=outcome["containers"],
                   runs=outcome["runs"], left_alone=outcome["left_alone"], msg=msg)

@@ -158,13 +158,14 @@ launch:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils import _container
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION, DockerError, Engine
 from ansible_collections.clusterval.training.plugins.module_utils._files import ensure_all
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             spec=dict(type="dict"),
             plan=dict(type="dict"),
             spec_overrides=dict(type="dict", default={}),
@@ -197,13 +198,12 @@ def main():
     for index, item in enumerate(params["files"]):
         if not isinstance(item.get("path"), str) or not isinstance(item.get("content"), str):
             module.fail_json(msg="files[%d]: expected path and content strings, found %r" % (index, sorted(item)))
-    socket_path = params["docker_host"][len("unix://"):] if params["docker_host"].startswith("unix://") \
-        else params["docker_host"]
     try:
         changed_paths = ensure_all(params["directories"], params["files"], params["owner"], module.check_mode)
         body = _container.create_body(spec, params["stop_timeout"])
-        started = _container.ensure_started(socket_path, spec["name"], body, module.check_mode, params["timeout"])
-    except (OSError, ValueError, _container.DockerError) as exc:
+        engine = Engine.at(params["docker_host"], params["timeout"])
+        started = engine.ensure_started(spec["name"], body, check_mode=module.check_mode)
+    except (OSError, ValueError, DockerError) as exc:
         module.fail_json(msg="%s: %s" % (spec["name"], exc))
     module.exit_json(changed=bool(changed_paths) or started["changed"], action=started["action"],
                      container_id=started["id"], changed_paths=changed_paths)

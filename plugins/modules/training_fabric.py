@@ -48,6 +48,7 @@ options:
     description:
       - Where the command runs - in a container on every node of the group, on every node's host, or only on the
         group's first node's host.
+      - With O(launch=container), the container runs on the node's Docker daemon, O(docker_host).
     type: str
     choices: [container, each, first]
     default: each
@@ -56,10 +57,6 @@ options:
       - With O(launch=container), the training container's spec for this node (the role's
         C(clusterval.training.fabric_container) filter makes it from the plan, with the gate's image).
     type: dict
-  docker_host:
-    description: The node's Docker daemon, with O(launch=container).
-    type: str
-    default: unix:///var/run/docker.sock
   check:
     description: Only look for the benchmarks' programs (in the image with O(launch=container), else on the host).
     type: bool
@@ -74,6 +71,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: none
@@ -147,7 +145,8 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils import _container, _fabric, _fabric_container
+from ansible_collections.clusterval.training.plugins.module_utils import _fabric, _fabric_container
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION, DockerError
 
 # The settings of the fabric's libraries and sockets that the result shows (none is a secret).
 NETWORK_ENV = ("NCCL_", "RCCL_", "GLOO_", "UCX_", "HSA_", "HIP_VISIBLE", "CUDA_VISIBLE")
@@ -162,7 +161,7 @@ def main():
             gpus=dict(type="int", default=8),
             launch=dict(type="str", choices=["container", "each", "first"], default="each"),
             spec=dict(type="dict"),
-            docker_host=dict(type="str", default="unix:///var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             check=dict(type="bool", default=False),
             port=dict(type="int", default=29650),
             timeout=dict(type="float", default=300.0),
@@ -200,16 +199,12 @@ def main():
                      simulated=any(r.get("simulated") for r in results.values()), benchmarks=results)
 
 
-def socket_of(docker_host):
-    return docker_host[len("unix://"):] if docker_host.startswith("unix://") else docker_host
-
-
 def run(params, argv, env, benchmark):
     """One benchmark on the host, or in a container of the training container's spec."""
     if params["launch"] != "container":
         return _fabric.run_benchmark(argv, env, params["timeout"], benchmark)
     spec = _fabric_container.fabric_spec(params["spec"], argv, env)
-    ran = _fabric_container.run_in_container(socket_of(params["docker_host"]), spec, params["timeout"])
+    ran = _fabric_container.run_in_container(params["docker_host"], spec, params["timeout"])
     result = _fabric.outcome(ran["output"], ran["rc"], ran["timed_out"], ran["seconds"], benchmark)
     if ran.get("error"):
         result["tail"] = [ran["error"]]
@@ -225,11 +220,11 @@ def check_tools(params):
                 "where": "the hosts (fabric_launch: %s)" % params["launch"]}
     image = params["spec"]["image"]
     try:
-        missing = _fabric_container.tools_missing(socket_of(params["docker_host"]), image, paths,
+        missing = _fabric_container.tools_missing(params["docker_host"], image, paths,
                                                   "%s-fabric-probe" % params["spec"].get("name", "clusterval"))
     except LookupError as exc:
         return {"error": str(exc)}
-    except (OSError, ValueError, _container.DockerError) as exc:
+    except (OSError, ValueError, DockerError) as exc:
         return {"error": "looking into %s: %s" % (image, exc)}
     return {"missing": missing, "where": image}
 

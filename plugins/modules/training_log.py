@@ -77,11 +77,8 @@ options:
       - The training container whose command is the launcher; RV(container) tells whether it still runs.
       - Its state is read before the exit status, so a container that ended without writing O(exit_code_path)
         (killed, out of memory, removed) shows as ended with RV(exit_code) null.
+      - It is asked of the node's Docker daemon, O(docker_host).
     type: str
-  docker_socket:
-    description: The Docker daemon's unix socket on the node, for O(container).
-    type: path
-    default: /var/run/docker.sock
   read_timeout:
     description:
       - Seconds the read may take. A log on a blocked file system fails the task naming the path, instead of
@@ -100,6 +97,7 @@ options:
     type: int
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: full
@@ -203,10 +201,11 @@ exit_code:
 container:
   description:
     - The state of O(container) just before the exit status was read; C(status) is Docker's (V(running),
-      V(exited), ...), V(missing) when there is no such container, V(unknown) when the daemon cannot tell.
+      V(exited), ...), V(missing) when there is no such container, V(unknown) when the daemon cannot tell;
+      C(ended) whether it no longer runs (exited, dead or missing).
   returned: when O(container) is given
   type: dict
-  sample: {name: rocm-jax-llama3.1-70b, status: exited, exit_code: 137, oom_killed: true}
+  sample: {name: rocm-jax-llama3.1-70b, status: exited, exit_code: 137, oom_killed: true, ended: true}
 simulated:
   description: Whether the log carries the C([clusterval simulator]) banner.
   returned: always
@@ -223,7 +222,7 @@ import threading
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.clusterval.training.plugins.module_utils._docker import container_state
+from ansible_collections.clusterval.training.plugins.module_utils._docker import ENDPOINT_OPTION, Engine
 from ansible_collections.clusterval.training.plugins.module_utils._logs import run_training_log
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import NAMES
 
@@ -264,13 +263,16 @@ def main() -> None:
             seq_length=dict(type="int"),
             world_size=dict(type="int"),
             container=dict(type="str"),
-            docker_socket=dict(type="path", default="/var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             read_timeout=dict(type="float", default=30.0),
         ),
         supports_check_mode=True,
     )
     name = module.params["container"]
-    container = container_state(module.params["docker_socket"], name) if name else None
+    try:
+        container = Engine.at(module.params["docker_host"]).state(name) if name else None
+    except ValueError as exc:
+        module.fail_json(msg="docker_host: %s" % exc)
     try:
         result = read_within(module.params, module.params["read_timeout"])
     except (OSError, ValueError) as exc:

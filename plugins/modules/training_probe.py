@@ -10,7 +10,8 @@ version_added: 0.1.0
 description:
   - Looks at everything a training run needs on the node and returns one verdict per check,
     so that one task per node reports every problem of that node at once.
-  - Checks, each only when its option is given; the Docker daemon answers on its socket;
+  - Checks, each only when its option is given; the Docker daemon answers at O(docker_host) (an empty O(docker_host)
+    skips this check);
     every device and every host path to be mounted exists; the HF token file exists and is not
     empty (its content is never read into the result); the GPU model reported by the first GPU tool
     present maps to the planned arch and lists the planned number of GPUs; GPU errors since boot (kernel
@@ -68,13 +69,9 @@ options:
         keyed by node because home directories are often shared); default the host name.
     type: str
     default: ""
-  docker_socket:
-    description: Path of the Docker daemon's unix socket; empty skips the check.
-    type: str
-    default: /var/run/docker.sock
   image:
     description:
-      - The training image; RV(image_present) says whether the daemon at O(docker_socket) has it,
+      - The training image; RV(image_present) says whether the daemon at O(docker_host) has it,
         so that the image is pulled only where it is missing.
     type: str
   devices:
@@ -320,6 +317,7 @@ options:
         required: true
 extends_documentation_fragment:
   - clusterval.training.attributes
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: full
@@ -427,14 +425,15 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _health, _ports, _probe, _runlock
+from ansible_collections.clusterval.training.plugins.module_utils._docker import DEFAULT_HOST, ENDPOINT_OPTION, socket_of
 
 
 def run_checks(params, run):
     """Every check of `params`, and what the node's GPU tool reported (None when not asked or no tool)."""
     checks = []
     gpu = None
-    if params["docker_socket"]:
-        checks.append(_probe.docker_check(params["docker_socket"]))
+    if params["docker_host"]:
+        checks.append(_probe.docker_check(socket_of(params["docker_host"])))
     if params["devices"]:
         checks.append(_probe.paths_check("devices", params["devices"], "devices"))
     if params["mounts"]:
@@ -480,9 +479,10 @@ def claim_node(params, node):
     lock = params["lock"]
     if not lock:
         return None
-    return _runlock.claim(node, params["docker_socket"] or "/var/run/docker.sock", lock["run_id"], lock["run_dir"],
-                          lock["controller"], lock["take"], lock["takeover"], lock["stale_after"],
-                          lock["data_cache_dir"], lock["address"])
+    return _runlock.claim(node, socket_of(params["docker_host"] or DEFAULT_HOST), lock["run_id"], lock["run_dir"],
+                          lock["controller"], take=lock["take"], takeover=lock["takeover"],
+                          stale_after_s=lock["stale_after"], data_cache_dir=lock["data_cache_dir"],
+                          address=lock["address"])
 
 
 def marker_checks(marker):
@@ -517,7 +517,7 @@ def main():
             settings_from=dict(type="str"),
             part=dict(type="str", choices=["all", "probe", "kernel_log"], default="all"),
             node=dict(type="str", default=""),
-            docker_socket=dict(type="str", default="/var/run/docker.sock"),
+            **ENDPOINT_OPTION,
             devices=dict(type="list", elements="str", default=[]),
             mounts=dict(type="list", elements="str", default=[]),
             image=dict(type="str"),
@@ -579,6 +579,10 @@ def main():
     node = module.params["node"] or socket.gethostname()
     if module.params["hf_token"] and not module.check_mode:
         hand_over_token(module)
+    try:
+        socket_of(module.params["docker_host"])
+    except ValueError as exc:
+        module.fail_json(msg="docker_host: %s" % exc)
     kernel_log = module.params["kernel_log"]
     if kernel_log:
         try:
@@ -587,7 +591,7 @@ def main():
             module.fail_json(msg="kernel_log.since: %s" % exc)
     # Busy or not is known before anything is written on the node (not at all when the user cannot reach Docker:
     # the docker check says why).
-    reachable = not (module.params["docker_socket"] and _probe.docker_access(module.params["docker_socket"]))
+    reachable = not (module.params["docker_host"] and _probe.docker_access(socket_of(module.params["docker_host"])))
     claimed = (claim_node(module.params, node) if reachable else None) or {"check": None, "took_over": None}
     claim_checks = [claimed["check"]] if claimed["check"] else []
     if claimed["check"] and claimed["check"]["ok"] and claimed["check"]["detail"].startswith("WARNING: "):
@@ -606,7 +610,8 @@ def main():
     module.exit_json(changed=False, checks=checks, lines=_probe.report_lines(node, checks),
                      failed_checks=[c["check"] for c in checks if not c["ok"]], took_over=claimed["took_over"],
                      marker_written=marker["mode"] == "write" and all(c["ok"] for c in marker_first),
-                     image_present=_probe.image_present(module.params["docker_socket"], image) if image else None,
+                     image_present=_probe.image_present(socket_of(module.params["docker_host"] or DEFAULT_HOST), image)
+                     if image else None,
                      token_present=_probe.token_check(token_file)["ok"] if token_file else None,
                      gpu=gpu, user=_probe.account_name(os.geteuid()),
                      kernel_log_become=bool(kernel_log and kernel_log["privilege"] == "become" and os.geteuid() != 0

@@ -92,11 +92,6 @@ options:
     type: list
     elements: str
     default: []
-  docker_socket:
-    description:
-      - The Docker daemon's unix socket on the node, where the state of the plan's training container is read.
-    type: path
-    default: /var/run/docker.sock
   status_dir:
     description:
       - The run's status directory on the shared C(data_cache_dir) (filter C(clusterval.training.status_dir)); given,
@@ -176,6 +171,7 @@ options:
 extends_documentation_fragment:
   - clusterval.training.attributes
   - clusterval.training.attributes.action
+  - clusterval.training.docker
 attributes:
   check_mode:
     support: none

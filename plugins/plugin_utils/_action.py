@@ -13,11 +13,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.clusterval.training.plugins.module_utils import _compare
 from ansible_collections.clusterval.training.plugins.module_utils._config import check_overrides, merge_overrides
 from ansible_collections.clusterval.training.plugins.module_utils._config_path import config_file
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ClustervalError, ConfigError
-from ansible_collections.clusterval.training.plugins.module_utils._plan import Host
+from ansible_collections.clusterval.training.plugins.module_utils._plan_context import Host
 
 try:
     import yaml
@@ -30,6 +29,8 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 
 
 def load_comparison(path):
+    # Imported here: the actions that run on every node do not load the comparison and the stacks it reads.
+    from ansible_collections.clusterval.training.plugins.module_utils import _compare  # pylint: disable=import-outside-toplevel
     if yaml is None:
         raise AnsibleActionFail("compare_plan: PyYAML is needed on the controller")
     try:
@@ -38,6 +39,15 @@ def load_comparison(path):
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(path, "a readable comparison file (YAML)", str(exc)) from None
     return _compare.load(document, path)
+
+
+def validated(spec, args, name, where=""):
+    """``args`` checked against the argument spec ``spec``, with its defaults: the one validation of the actions'
+    arguments; an invalid one fails the task naming it (and ``where`` it came from)."""
+    validation = ArgumentSpecValidator(spec).validate(args)
+    if validation.error_messages:
+        raise AnsibleActionFail("%s: %s%s" % (name, "; ".join(validation.error_messages), where))
+    return validation.validated_parameters
 
 
 def failed(result, name, exc: ClustervalError):
@@ -49,15 +59,14 @@ def failed(result, name, exc: ClustervalError):
 
 
 class CollectionAction(ActionBase):
-    """The base of the collection's actions that run on the controller."""
+    """The base of every action of the collection (a unit test checks it). It runs on the controller only; an
+    action that runs a module on the task's host says so (``_requires_connection = True``)."""
     TRANSFERS_FILES = False
     _requires_connection = False
 
     def _validated(self, spec, name):
-        validation = ArgumentSpecValidator(spec).validate(self._task.args)
-        if validation.error_messages:
-            raise AnsibleActionFail("%s: %s" % (name, "; ".join(validation.error_messages)))
-        return validation.validated_parameters
+        """The task's arguments, validated (``validated``)."""
+        return validated(spec, self._task.args, name)
 
 
 class PlanningAction(CollectionAction):

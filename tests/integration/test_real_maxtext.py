@@ -18,15 +18,14 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
-from test_train_e2e import JAX_MULTI, REPO, assert_no_training_container, results, train_argv, watch_file
+from test_train_e2e import (JAX_MULTI, REPO, assert_no_training_container, record_timing, results, train_argv,
+                            watch_file)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real]
 
 REAL = {"simcluster_real": True}
 # import, jax.distributed, compilation on 2 shared cores, 12 steps, teardown
 RUN_TIMEOUT_S = 400
-# the train role's default train_poll_interval
-POLL_S = 2
 # steps of the runs a fault interrupts: after compilation a step takes 0.02 to 1 s, so the fault lands
 # mid-run, well before the end
 LONG_RUN = 400
@@ -158,15 +157,18 @@ def test_a_rank_killed_mid_run_is_the_culprit_and_the_survivor_a_consequence(sim
     assert "Connection reset by peer" in survivor_log or "Connection closed by peer" in survivor_log
     assert verdict_line(out).startswith("VERDICT: FAIL: %s " % victim), verdict_line(out)
     assert_no_training_container(simcluster, real)
-    # The run's one decision within a poll + 5 s of the first failure: the killed rank's exit, as the supervisor
-    # beside it saw it (0.5 s measured).
+    # The run's one decision follows the killed rank's exit, as the supervisor beside it saw it.
     exited = json.loads(watch_file(tmp_path, "%s.json" % victim).read_text())["exit_time"]
     decided = watch_file(tmp_path, "outcome.json").stat().st_mtime
-    assert 0 <= decided - exited <= POLL_S + 5, "decided %.1f s after the rank's exit" % (decided - exited)
-    # MaxText's survivors exit only after JAX's heartbeat timeout (85 s measured): the collection must stop
-    # them itself and give the verdict within a poll (1 s) + 5 s; teardown included, well within 45 s.
-    assert took <= 45, ("the verdict waited for the survivor to exit by itself: the playbook ended %.0f s after "
-                        "the kill (expected within poll + 5 s of the first failure, teardown included < 45 s)" % took)
+    assert exited <= decided, "decided %.1f s before the rank's exit" % (exited - decided)
+    # MaxText's survivors exit only after JAX's heartbeat timeout (85 s measured): the watch decided on the
+    # survivor's own failure line while its training still ran (no exit of its own seen), and the collection
+    # stopped it instead of waiting for it to exit.
+    survivor_state = json.loads(watch_file(tmp_path, "%s.json" % survivor).read_text())
+    assert (survivor_state["reason"], survivor_state.get("exit_time")) == ("error", None), survivor_state["msg"]
+    # How long it took is a figure (BENCHMARKS.md), never a bound here: a loaded machine would break it.
+    record_timing("a killed rank decided (its exit to the decision, real MaxText)", decided - exited)
+    record_timing("a killed rank reported (kill to the controller's end, real MaxText)", took)
 
 
 def test_an_xla_flag_typo_reaches_xla_and_its_unknown_flag_line_is_the_cause(simcluster, real, tmp_path):

@@ -111,7 +111,7 @@ def test_the_kernel_log_is_read_with_become_by_default_and_as_root_in_the_task_t
     assert skipped["kernel_log"]["privilege"] == "skip" and skipped["kernel_log"]["since"] == "24h"
     assert probe_args(plan(), "node1", {"kernel_log": "user"}, 2, False)["kernel_log"]["privilege"] == "none"
     assert kernel_log_only_args("node2", {}) == {
-        "node": "node2", "docker_socket": "", "python_modules": [],
+        "node": "node2", "docker_host": "", "python_modules": [],
         "kernel_log": {"command": ["dmesg"], "patterns": [], "since": "boot", "privilege": "none", "check_sudo": True}}
 
 

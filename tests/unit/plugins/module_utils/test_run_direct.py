@@ -37,7 +37,7 @@ def make_plan(framework="maxtext", hosts=("n1", "n2")):
 
 
 def watch_of(tmp_path, host, plan=None, limits=LIMITS):
-    return _run_direct.Watch.from_plan(plan or make_plan(), host, str(tmp_path), limits)
+    return _run_direct.Watch.from_plan(plan or make_plan(), host, str(tmp_path), limits, "/var/run/docker.sock")
 
 
 def step(number, **values):
@@ -209,7 +209,8 @@ def test_exit_zero_after_the_final_step_is_a_completion(tmp_path):
 
 
 def ended(status="exited", exit_code=137, oom_killed=False):
-    return {"name": "train", "status": status, "exit_code": exit_code, "oom_killed": oom_killed}
+    return {"name": "train", "status": status, "exit_code": exit_code, "oom_killed": oom_killed,
+            "ended": status != "running"}
 
 
 def test_a_container_that_ended_without_an_exit_status_fails_at_once(tmp_path):
@@ -377,7 +378,7 @@ def test_megatron_log_args_carry_seq_length_world_size_and_the_plans_warmup(tmp_
     args = _run_direct.log_args(watch, _run_records.new_state("n1", T0), 2000, [])
     assert args == {"path": node["log_path"], "framework": "megatron", "offset": 0, "lineno": 0, "final_step": 12,
                     "max_steps": 2000, "exit_code_path": node["exit_code_path"],
-                    "container": node["container"]["name"], "docker_socket": "/var/run/docker.sock",
+                    "container": node["container"]["name"], "docker_host": "/var/run/docker.sock",
                     "seq_length": int(node["container"]["env"]["SEQ_LENGTH"]), "world_size": 16,
                     "warmup_steps": full["warmup_steps"]}
     assert watch.printer == "n2"

@@ -107,6 +107,31 @@ def test_a_new_supervisor_of_the_same_run_starts_the_steps_anew(tmp_path):
     assert [s["step"] for s in _run_watch.all_steps(_run_watch.watch_dir(str(tmp_path), "r1"), "n1")] == [0, 1]
 
 
+def test_every_reader_takes_the_one_decision_the_watch_concluded(tmp_path):
+    """The assert and the guard of an interrupted run read outcome.json: a state changed after the conclusion
+    (a late direct look) changes nothing of what the watch decided."""
+    test_conclude_adds_the_direct_looks_and_decides_once(tmp_path)
+    directory = _run_watch.watch_dir(str(tmp_path), "r1")
+    _run_watch.write_json_atomically(f"{directory}/direct/n1.json",
+                                     {"unreachable": True, "failed": True, "msg": "n1: unreachable over SSH"})
+    read_back = _run_watch.conclusion(str(tmp_path), "r1", ["n1", "n2"])
+    assert read_back["culprit"]["host"] == "n2"
+    assert sorted(read_back["states"]) == ["n1", "n2"]
+    assert set(read_back) == set(_run_fold.ANALYSIS_KEYS) | {"states"}
+
+
+def test_without_a_conclusion_the_first_reader_concludes_once_for_every_later_one(tmp_path):
+    """The per-node watch and a watch stopped between polls leave only each poll's outcome: the first reader
+    concludes (and saves it), the next reads that."""
+    first = watch(tmp_path, T0)
+    first.poll(read({"n1": steps(0, 2, T0), "n2": steps(0, 2, T0)}), "n1", T0 + 1)
+    assert not (_run_watch.load_outcome(str(tmp_path), "r1") or {}).get("concluded")
+    concluded = _run_watch.conclusion(str(tmp_path), "r1", ["n1", "n2"])
+    assert _run_watch.load_outcome(str(tmp_path), "r1")["concluded"] is True
+    assert set(concluded) == set(_run_fold.ANALYSIS_KEYS) | {"states"}
+    assert _run_watch.conclusion(str(tmp_path), "r1", ["n1", "n2"]) == concluded
+
+
 def test_a_direct_look_that_found_the_container_killed_names_it(tmp_path):
     state = {"host": "n2", "reason": "unreachable", "failed": True, "msg": "n2: no status for 31 s", "errors": []}
     merged = _run_watch.with_direct_look(state, {

@@ -12,7 +12,7 @@ MODULE = os.path.join(REPO, "plugins", "modules", "training_probe.py")
 
 def run_probe(args, tmp_path):
     args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict({"node": "node1", "docker_socket": ""}, **args)}))
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict({"node": "node1", "docker_host": ""}, **args)}))
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, ".collections"))
     done = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
                           check=False)
