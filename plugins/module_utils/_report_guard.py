@@ -174,9 +174,10 @@ def main(argv: Sequence[str]) -> int:
 
 
 def how_nodes_stop(stage: str) -> str:
-    """What stops the nodes' jobs now: the lease once the gang start came; before it (the containers starting),
-    a container waits for the gang start until the gang timeout."""
+    """What stops the nodes' jobs now: the lease, once a node's container started; before the gang start a node
+    that pulled its image leaves the wait to the gang timeout (``train_gang_lease``)."""
     if stage in ("node preparation", "container start"):
-        return ("a container that started waits for the gang start until its gang timeout (train_gang_timeout), "
-                "then stops itself; a teardown stops it now")
+        return ("every container that started stops itself within the lease timeout (train_lease_timeout; "
+                "train_gang_timeout where a node pulled its image) and removes the HF token's copy; a teardown "
+                "stops it now and cleans a node whose container never started")
     return "the nodes stop their jobs themselves within the lease timeout"

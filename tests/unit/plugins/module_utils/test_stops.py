@@ -189,8 +189,8 @@ def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tm
     if interrupted:
         assert document["headline"].startswith("FAIL: stopped in container start: the controller (ansible-playbook, "
                                                "pid %d) was interrupted (SIGINT)" % controller.pid)
-        assert "waits for the gang start until its gang timeout (train_gang_timeout)" in document["headline"], \
-            "before the gang start the lease does not stop a container: the message says what does"
+        assert "stops itself within the lease timeout (train_lease_timeout; " in document["headline"], \
+            "before the gang start the lease stops a container too: the message says so"
     else:
         assert "ended without its reports: killed, or lost" in document["headline"]
     assert sorted(os.listdir(tmp_path)) == ["junit.xml", "report.html", "results.json", "watch"]
@@ -246,6 +246,7 @@ def test_two_busy_nodes_are_named_busy_with_the_run_that_holds_them():
     assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"] == "2 node(s) stopped the run: node[3-4]"
 
 
-def test_how_the_nodes_stop_depends_on_whether_the_gang_start_came():
+def test_the_guard_promises_the_lease_before_the_gang_start_too():
     assert _report_guard.how_nodes_stop("training") == "the nodes stop their jobs themselves within the lease timeout"
-    assert "gang timeout" in _report_guard.how_nodes_stop("container start")
+    assert _report_guard.how_nodes_stop("container start").startswith(
+        "every container that started stops itself within the lease timeout")
