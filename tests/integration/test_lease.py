@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -144,8 +146,9 @@ def test_a_controller_killed_during_the_container_start_leaves_no_container_and_
 
 
 def test_a_run_after_ctrl_c_on_the_same_nodes_starts_without_a_manual_teardown(simcluster, nodes, tmp_path):
-    """After Ctrl-C the supervisors stop their jobs when the lease lapses; the next run finds the interrupted
-    run's containers exited and its lease lapsed, takes its lock as stale, says so, and trains."""
+    """After Ctrl-C the supervisors stop their jobs when the lease lapses, and the run's guard brings back the
+    nodes' logs before it writes the reports; the next run finds the interrupted run's containers exited and its
+    lease lapsed, takes its lock as stale, says so, and trains."""
     first_dir, second_dir = tmp_path / "interrupted", tmp_path / "next"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     argv = train_argv(simcluster, JAX_MULTI, first_dir, nodes, sim_env(HANG_AT_STEP="3", STEP_SECONDS="0.5"),
@@ -167,6 +170,14 @@ def test_a_run_after_ctrl_c_on_the_same_nodes_starts_without_a_manual_teardown(s
             os.killpg(proc.pid, signal.SIGKILL)
     interrupted = json.loads((first_dir / "plan.json").read_text())["run_id"]
     assert all(training_containers(simcluster, node) for node in nodes), "no teardown ran: the containers exited"
+    # The guard fetched the logs the teardown never collected, then wrote the reports, which link only those.
+    while not (first_dir / "watch" / interrupted / "reported.json").exists():
+        assert time.monotonic() < guard, "the guard never wrote the reports"
+        time.sleep(1)
+    for node in nodes:
+        assert "completed step: " in (first_dir / "logs" / node / "training.log").read_text(), node
+    links = re.findall(r'href="(logs/[^"]+)"', (first_dir / "report.html").read_text())
+    assert links and all((first_dir / urllib.parse.unquote(link)).exists() for link in links), links
     second = subprocess.run(train_argv(simcluster, JAX_MULTI, second_dir, nodes), cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=NEVER_STOPS_S, check=False)
     try:
