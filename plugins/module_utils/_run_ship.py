@@ -144,7 +144,7 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
         "lease_timeout": float(settings["lease_timeout"]),
         "deadline_s": float(settings["deadline"]),
         "gang_timeout": float(settings["gang_timeout"]),
-        "gang_lease": bool(settings.get("gang_lease", False)),
+        "gang_lease": str(settings.get("gang_lease", False)).lower() in ("true", "yes", "1"),
         "token_copy": token if token == handed_token_path(run_dir) else None,
         "poll_s": float(settings["poll_interval"]),
         "stop_grace": float(settings.get("stop_grace", 10)),

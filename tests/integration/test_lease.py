@@ -34,7 +34,8 @@ def nodes(simcluster) -> list[str]:
 
 
 def controller_processes(run_dir) -> list[int]:
-    """ansible-playbook processes of this run (its workers included: Ansible puts them in their own session)."""
+    """ansible-playbook processes of this run (its workers included: Ansible puts them in their own session), not
+    its guard's collection of the nodes' logs (clusterval.training.collect_logs)."""
     found = []
     for entry in os.listdir("/proc"):
         try:
@@ -42,7 +43,8 @@ def controller_processes(run_dir) -> list[int]:
                 cmdline = handle.read().decode("utf-8", "replace")
         except OSError:
             continue
-        if entry.isdigit() and "ansible-playbook" in cmdline and str(run_dir) in cmdline:
+        if entry.isdigit() and "ansible-playbook" in cmdline and str(run_dir) in cmdline \
+                and "collect_logs" not in cmdline:
             found.append(int(entry))
     return found
 
@@ -135,6 +137,10 @@ def test_a_controller_killed_during_the_container_start_leaves_no_container_and_
         assert simcluster.docker(node, "inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip() == "124"
         copy = f"/tmp/clusterval-logs/clusterval/{run_id}/.hf_token"
         assert simcluster.ssh(node, f"test -e {copy}", check=False).returncode == 1, f"{node} kept {copy}"
+    for node in set(nodes) - set(started):
+        # Preflight handed it over; no supervisor ever ran there to remove it.
+        copy = f"/tmp/clusterval-logs/clusterval/{run_id}/.hf_token"
+        assert simcluster.ssh(node, f"test -e {copy}", check=False).returncode == 0, f"{node} has no {copy}"
     assert controller_processes(tmp_path) == [], "processes of the killed controller are still there"
     cleanup = subprocess.run([ANSIBLE_PLAYBOOK, "-i", str(simcluster.inventory), str(REPO / "playbooks" / "teardown.yml"),
                               "-e", "training_hosts=" + ":".join(nodes)], cwd=REPO, env=env, capture_output=True,
