@@ -56,7 +56,9 @@ options:
 import datetime
 import json
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional, Set
@@ -122,6 +124,16 @@ def inventories() -> List[str]:
         return [str(path) for path in (context.CLIARGS.get("inventory") or [])]
     except AttributeError:
         return []
+
+
+def controller_reach() -> Dict[str, Any]:
+    """How this ansible-playbook reached the nodes (its path, inventories, directory and extra variables): the
+    guard fetches an interrupted run's logs the same way."""
+    program = sys.argv[0] if os.path.basename(sys.argv[0]).startswith("ansible-playbook") else \
+        shutil.which("ansible-playbook")
+    arguments = getattr(context, "CLIARGS", None) or {}
+    return {"ansible_playbook": os.path.abspath(program) if program else None, "inventories": inventories(),
+            "cwd": os.getcwd(), "extra_vars": [str(value) for value in arguments.get("extra_vars") or []]}
 
 
 def exit_if_stuck(grace_s: float) -> threading.Timer:
@@ -240,7 +252,7 @@ class CallbackModule(CallbackBase):
             return
         try:
             spawn(data["plan"], str(self.run_dir), int(data["controller_pid"]),
-                  AnsibleCollectionConfig.collection_paths)
+                  AnsibleCollectionConfig.collection_paths, collect=controller_reach())
         except OSError as exc:
             self._display.warning("clusterval: the run's report guard did not start: %s" % exc)
 

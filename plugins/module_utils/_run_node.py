@@ -10,14 +10,19 @@ with ``_logs`` and appends what it found to its node's status stream on the shar
 The controller reads every stream with one task per poll and renews one lease file; the supervisor stops
 its job (SIGTERM to the process group, then SIGKILL) when no lease was renewed for ``lease_timeout``
 seconds, when the run's deadline passed, or when the controller writes ``stop`` into the lease.
-The container ends with it: no job outlives its run. Standard library only (it runs in the framework's
-image); Python 3.6+.
+While it waits for the gang start, each container of the run that comes up (a new status stream: the
+controller is starting them) renews its lease too; with ``gang_lease`` (no node pulls its image, so the
+containers start within seconds of each other) it stops waiting when the lease lapses, else at
+``gang_timeout``. Whatever ended it, it removes the HF token's copy the controller handed over
+(``token_copy``): the job is over. The container ends with it: no job outlives its run. Standard library
+only (it runs in the framework's image); Python 3.6+.
 
 Stream records (``t``): ``up`` (waiting for the gang start), ``start`` (child started), ``step``,
 ``error``, ``advisory``, ``beat`` (every poll: alive, last step), ``summary``, ``sample`` (after
 ``sample_after_s`` without a new step, and again each time as long: the state and kernel wait channel of every
 process of the job, and its Python stacks where ``py-spy`` is in the image), ``exit`` (the end:
-``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch).
+``exit_code``, ``reason`` exit|lease|deadline|stopped|signal|gang|launch; ``lease`` before ``start``: the
+lease lapsed while the container waited for the gang start).
 
 ``poll`` (the module clusterval.training.training_status, on one node) renews the lease and reads what every
 supervisor appended since the previous poll.
@@ -106,6 +111,25 @@ def parse_lease(text: Optional[str]) -> Dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+class GangForming:
+    """How many containers of the run came up (their status streams): a new one is the controller at work."""
+
+    def __init__(self, streams_dir: str) -> None:
+        self.streams_dir = streams_dir
+        self.count = self.counted()
+
+    def counted(self) -> int:
+        try:
+            return sum(1 for name in os.listdir(self.streams_dir) if name.endswith(".jsonl"))
+        except OSError:
+            return 0
+
+    def grew(self) -> bool:
+        count = self.counted()
+        grown, self.count = count > self.count, max(count, self.count)
+        return grown
+
+
 class Supervisor:
     def __init__(self, config: Dict[str, Any]) -> None:
         self.config = config
@@ -184,21 +208,27 @@ class Supervisor:
     # -- the job -----------------------------------------------------------------------------------
 
     def wait_for_gang_start(self) -> Optional[str]:
-        """None once the controller opened the start, else why not (gang timeout, stop, signal)."""
+        """None once the controller opened the start, else why not (lease lapsed, gang timeout, stop, signal)."""
         self.emit([{"t": "up", "time": time.time(), "pid": os.getpid()}], fresh=True)
         bound = time.monotonic() + float(self.config.get("gang_timeout", 600))
+        gang = GangForming(os.path.dirname(self.stream))
         next_beat = 0.0
         while time.monotonic() < bound:
-            lease = self.lease.look(time.monotonic())
+            now = time.monotonic()
+            lease = self.lease.look(now)
             if self.signalled:
                 return "signal"
             if lease.get("stop"):
                 return "stopped"
             if lease.get("go"):
                 return None
-            if time.monotonic() >= next_beat:
+            if now >= next_beat:
+                if gang.grew():
+                    self.lease.renewed_at = now
+                if self.config.get("gang_lease") and self.lease.expired(now):
+                    return "lease"
                 self.emit([self.beat({"waiting": True})])
-                next_beat = time.monotonic() + self.poll_s
+                next_beat = now + self.poll_s
             time.sleep(GANG_POLL_S)
         return "gang"
 
@@ -285,7 +315,21 @@ class Supervisor:
             records = records + self.disk_full()
         self.emit(records + [record])
         self.write_status(record)
+        self.remove_token_copy()
         return record
+
+    def remove_token_copy(self) -> None:
+        """The HF token's copy the controller handed over has no use once the job ended (a lapsed lease
+        included: no teardown may come)."""
+        path = self.config.get("token_copy")
+        if not path:
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            sys.stderr.write("[clusterval] could not remove the HF token's copy %s: %s\n" % (path, exc))
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)

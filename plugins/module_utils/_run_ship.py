@@ -64,10 +64,10 @@ BOOTSTRAP = (
 
 
 def handed_token_path(node_run_dir: str) -> str:
-    """Where a token handed over by the controller (AWX credential) lives on a node: beside the run
-    directory, not in it, so that the run directory's mount does not show it in the container."""
-    root, run = os.path.split(node_run_dir.rstrip("/"))
-    return "%s/.hf_token-%s" % (root, run)
+    """Where a token handed over by the controller (AWX credential) lives on a node: in the run directory, whose
+    mount lets the node's supervisor remove it when the job ends (a lapsed lease included). The container sees
+    nothing more than its read-only mount of the same file gives it."""
+    return "%s/.hf_token" % node_run_dir.rstrip("/")
 
 
 def status_dir(data_cache_dir: str, run_id: str) -> str:
@@ -128,7 +128,7 @@ def supervised_command(node_run_dir: str, python: str = "python3") -> List[str]:
 
 def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings: Mapping[str, Any]) -> Dict[str, Any]:
     """What one node's supervisor needs: paths, bounds and the parser's arguments."""
-    run_dir = node["run_dir"]
+    run_dir, token = node["run_dir"], node.get("hf_token_file")
     status = status_dir(plan["data_cache_dir"], plan["run_id"])
     parse = {**parser_args(node), "max_steps": int(settings.get("max_steps", 2000)),
              "patterns": list(settings.get("patterns") or []), "advisories": list(settings.get("advisories") or [])}
@@ -144,6 +144,8 @@ def supervisor_config(node: Mapping[str, Any], plan: Mapping[str, Any], settings
         "lease_timeout": float(settings["lease_timeout"]),
         "deadline_s": float(settings["deadline"]),
         "gang_timeout": float(settings["gang_timeout"]),
+        "gang_lease": str(settings.get("gang_lease", False)).lower() in ("true", "yes", "1"),
+        "token_copy": token if token == handed_token_path(run_dir) else None,
         "poll_s": float(settings["poll_interval"]),
         "stop_grace": float(settings.get("stop_grace", 10)),
         "sample_after_s": float(settings.get("sample_after_s") or 0),

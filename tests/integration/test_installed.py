@@ -126,7 +126,7 @@ def test_ansible_runner_with_the_awx_credential_hands_the_token_to_every_node_an
             [p for p in project.rglob("*") if p.is_file()]:
         assert token not in path.read_text(errors="replace"), path
     for node in nodes:
-        copies = simcluster.ssh(node, "ls -a /tmp/clusterval-logs/clusterval/ | grep -c '^.hf_token-' || true").stdout
+        copies = simcluster.ssh(node, "ls -a /tmp/clusterval-logs/clusterval/*/ | grep -c '^.hf_token$' || true").stdout
         assert copies.strip() == "0", f"{node} still holds the run's token copy"
         assert training_containers(simcluster, node) == []
 

@@ -241,3 +241,16 @@ def test_a_controller_stuck_after_the_interrupt_exits_with_the_interrupt_status(
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == training_report.INTERRUPTED_RC, proc.stderr
     assert "has not stopped 0.5s after the interrupt" in proc.stderr
+
+
+def test_the_guard_is_told_how_this_controller_reached_the_nodes(monkeypatch, tmp_path):
+    from ansible import context  # pylint: disable=import-outside-toplevel
+    from ansible.module_utils.common.collections import ImmutableDict  # pylint: disable=import-outside-toplevel
+    program = tmp_path / "ansible-playbook"
+    monkeypatch.setattr(sys, "argv", [str(program), "train.yml"])
+    monkeypatch.setattr(context, "CLIARGS", ImmutableDict(inventory=("inv/hosts.yml",),
+                                                          extra_vars=("training_hosts=node1", "@vars.yml")))
+    monkeypatch.chdir(tmp_path)
+    assert training_report.controller_reach() == {
+        "ansible_playbook": str(program), "inventories": ["inv/hosts.yml"], "cwd": str(tmp_path),
+        "extra_vars": ["training_hosts=node1", "@vars.yml"]}

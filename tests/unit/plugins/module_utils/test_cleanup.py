@@ -32,13 +32,12 @@ def test_the_runs_status_directory_on_the_shared_cache_goes_and_no_other(tmp_pat
 
 
 def test_the_token_copy_the_controller_handed_over_goes_with_the_run(tmp_path):
-    run_dir = tmp_path / "clusterval" / "r1"
-    run_dir.mkdir(parents=True)
-    (tmp_path / "clusterval" / ".hf_token-r1").write_text("hf_x")
-    (tmp_path / "clusterval" / ".hf_token-r2").write_text("hf_y")
-    removed = _cleanup.clear_run_files("r1", str(run_dir), "", dry_run=False)
-    assert removed == ["HF token copy %s" % (tmp_path / "clusterval" / ".hf_token-r1")]
-    assert (tmp_path / "clusterval" / ".hf_token-r2").exists()
+    for run in ("r1", "r2"):
+        (tmp_path / "clusterval" / run).mkdir(parents=True)
+        (tmp_path / "clusterval" / run / ".hf_token").write_text("hf_" + run)
+    removed = _cleanup.clear_run_files("r1", str(tmp_path / "clusterval" / "r1"), "", dry_run=False)
+    assert removed == ["HF token copy %s" % (tmp_path / "clusterval" / "r1" / ".hf_token")]
+    assert (tmp_path / "clusterval" / "r2" / ".hf_token").exists()
 
 
 def test_another_runs_lock_stays(tmp_path):

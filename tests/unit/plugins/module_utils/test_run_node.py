@@ -2,6 +2,7 @@
 import json
 import os
 import sys
+import threading
 import time
 
 from ansible_collections.clusterval.training.plugins.module_utils import _run_node
@@ -72,6 +73,56 @@ def test_no_gang_start_no_job(tmp_path):
     assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
     assert [r["t"] for r in records(config) if r["t"] in ("start", "exit")] == ["exit"]
     assert records(config)[-1]["reason"] == "gang"
+
+
+def test_a_lapsed_lease_ends_the_wait_for_the_gang_start_and_the_token_copy(tmp_path):
+    """A controller killed while the containers start: no gang start will come, and the lease says so."""
+    config = make_config(tmp_path, ["sleep", "60"], lease_timeout=0.5, go=False)
+    token = tmp_path / "node" / ".hf_token"
+    token.write_text("hf_x")
+    config.update(gang_lease=True, gang_timeout=3600.0, token_copy=str(token))
+    assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
+    assert [r["t"] for r in records(config) if r["t"] in ("start", "exit")] == ["exit"]
+    assert records(config)[-1]["reason"] == "lease"
+    assert not token.exists(), "the token's copy outlived the job"
+
+
+def test_without_the_gang_lease_a_node_pulling_its_image_is_waited_for_until_the_gang_timeout(tmp_path):
+    config = make_config(tmp_path, ["sleep", "60"], lease_timeout=0.2, go=False)
+    config.update(gang_lease=False, gang_timeout=1.0)
+    assert _run_node.Supervisor(config).run() == _run_node.STOPPED_STATUS
+    assert records(config)[-1]["reason"] == "gang"
+
+
+def test_containers_coming_up_renew_the_lease_of_those_that_wait(tmp_path):
+    """The controller still starting containers (slower than the lease timeout in all) is no lapsed lease."""
+    config = make_config(tmp_path, [sys.executable, "-c", "pass"], lease_timeout=3.0, go=False)
+    config.update(gang_lease=True, gang_timeout=3600.0, poll_s=0.1)
+    supervisor = _run_node.Supervisor(config)
+    lease = tmp_path / "status" / "lease"
+
+    def containers_coming_up():
+        for number in range(2, 14):
+            time.sleep(0.3)
+            (tmp_path / "status" / "nodes" / ("n%d.jsonl" % number)).write_text('{"t": "up"}\n')
+        lease.write_text(json.dumps({"renewal": 1, "go": True}))
+
+    starter = threading.Thread(target=containers_coming_up)
+    starter.start()
+    try:
+        assert supervisor.run() == 0
+    finally:
+        starter.join()
+    assert records(config)[-1]["reason"] == "exit"
+
+
+def test_a_job_that_ended_leaves_no_token_copy(tmp_path):
+    config = make_config(tmp_path, [sys.executable, "-c", "pass"])
+    token = tmp_path / "node" / ".hf_token"
+    token.write_text("hf_x")
+    config["token_copy"] = str(token)
+    assert _run_node.Supervisor(config).run() == 0
+    assert not token.exists()
 
 
 def fake_proc(root, processes):

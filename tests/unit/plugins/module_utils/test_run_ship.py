@@ -57,3 +57,16 @@ def test_the_container_runs_the_supervisor_on_the_shared_status_directory():
     # Docker's stop timeout is the supervisor's grace: the container outlives the job's own stop.
     assert job["stop_timeout"] == 7
     assert shipment["status_dir"] == _run_ship.status_dir(plan["data_cache_dir"], "r1")
+
+
+def test_the_supervisor_removes_only_a_token_copy_the_controller_handed_over():
+    handed = plan_run(load_config_file(os.path.join(REPO, "configs", "jax", "mi300x_distributed_llama3_1_70b.json")),
+                      [Host("node1", "10.0.0.1"), Host("node2", "10.0.0.2")],
+                      PlanOptions(config_path="/c/x.json", overrides=NETWORK, run_id="r1", hf_token_handed=True))
+    node = node_view(handed, "node1")
+    config = _run_ship.supervisor_config(node, handed, dict(SETTINGS, gang_lease=True))
+    assert config["token_copy"] == node["hf_token_file"] == _run_ship.handed_token_path(node["run_dir"])
+    assert config["gang_lease"] is True
+    own = _run_ship.supervisor_config(node_view(jax_plan(2), "node1"), jax_plan(2), SETTINGS)
+    assert own["token_copy"] is None, "the node's own token file is never removed"
+    assert own["gang_lease"] is False, "without the setting, the gang timeout bounds the wait"

@@ -189,8 +189,8 @@ def test_the_guard_writes_the_reports_when_the_controller_dies_and_then_exits(tm
     if interrupted:
         assert document["headline"].startswith("FAIL: stopped in container start: the controller (ansible-playbook, "
                                                "pid %d) was interrupted (SIGINT)" % controller.pid)
-        assert "waits for the gang start until its gang timeout (train_gang_timeout)" in document["headline"], \
-            "before the gang start the lease does not stop a container: the message says what does"
+        assert "stops itself within the lease timeout (train_lease_timeout; " in document["headline"], \
+            "before the gang start the lease stops a container too: the message says so"
     else:
         assert "ended without its reports: killed, or lost" in document["headline"]
     assert sorted(os.listdir(tmp_path)) == ["junit.xml", "report.html", "results.json", "watch"]
@@ -209,6 +209,39 @@ def test_the_guard_leaves_a_run_that_wrote_its_own_reports_alone(tmp_path):
     guard = {"plan": PLAN, "run_dir": str(tmp_path), "controller_pid": 1}
     assert _report_guard.report_stop(guard) is None
     assert not (tmp_path / "results.json").exists()
+
+
+LOGGED_PLAN = dict(PLAN, nodes={h: {"host": h, "log_path": "/logs/clusterval/r/%s.log" % h} for h in HOSTS[:2]})
+REACH = {"ansible_playbook": "/venv/bin/ansible-playbook", "inventories": ["inv/hosts.yml"], "cwd": "/work",
+         "collection_paths": ["/work/.collections"]}
+
+
+def test_the_guard_reaches_the_nodes_for_their_logs_as_the_controller_did(tmp_path):
+    guard = {"plan": LOGGED_PLAN, "run_dir": str(tmp_path), "collect": REACH}
+    argv = _report_guard.collect_argv(guard, ["training_hosts=node1:node2", "@vars.yml"])
+    assert argv[:7] == ["/venv/bin/ansible-playbook", "-i", "inv/hosts.yml", "-e", "training_hosts=node1:node2",
+                        "-e", "@vars.yml"]
+    assert argv[-1] == "clusterval.training.collect_logs"
+    assert json.loads(argv[-2]) == {"collect_dir": str(tmp_path / "logs"),
+                                    "collect_logs": {h: "/logs/clusterval/r/%s.log" % h for h in HOSTS[:2]}}
+    assert _report_guard.collect_argv(dict(guard, collect={}), []) is None, "a guard of the results action alone"
+
+
+def test_an_interrupted_runs_logs_come_back_after_an_earlier_runs_are_moved_aside(tmp_path, monkeypatch):
+    (tmp_path / "logs" / "node1").mkdir(parents=True)
+    (tmp_path / "logs" / "node1" / "training.log").write_text("the earlier run's\n")
+    (tmp_path / "results.json").write_text(json.dumps({"run_id": "earlier"}))
+
+    def fetched(guard):
+        (Path(guard["run_dir"]) / "logs" / "node2").mkdir(parents=True)
+        (Path(guard["run_dir"]) / "logs" / "node2" / "training.log").write_text("completed step: 1\n")
+
+    monkeypatch.setattr(_report_guard, "collect_logs", fetched)
+    written = _report_guard.report_stop({"plan": LOGGED_PLAN, "run_dir": str(tmp_path), "collect": REACH,
+                                         "controller_pid": 1}, collect=True)
+    assert written is not None
+    assert (tmp_path / "previous" / "earlier" / "logs" / "node1" / "training.log").read_text() == "the earlier run's\n"
+    assert sorted(os.listdir(tmp_path / "logs")) == ["node2"], "only this run's logs beside its reports"
 
 
 def test_each_poll_of_the_watch_is_one_progress_line_for_its_loop_label():
@@ -246,6 +279,7 @@ def test_two_busy_nodes_are_named_busy_with_the_run_that_holds_them():
     assert _results.stop_section(PLAN, hosts, None, ECHO)["cause"] == "2 node(s) stopped the run: node[3-4]"
 
 
-def test_how_the_nodes_stop_depends_on_whether_the_gang_start_came():
+def test_the_guard_promises_the_lease_before_the_gang_start_too():
     assert _report_guard.how_nodes_stop("training") == "the nodes stop their jobs themselves within the lease timeout"
-    assert "gang timeout" in _report_guard.how_nodes_stop("container start")
+    assert _report_guard.how_nodes_stop("container start").startswith(
+        "every container that started stops itself within the lease timeout")
