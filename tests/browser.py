@@ -80,12 +80,16 @@ class Browser:
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Emulation.setDeviceMetricsOverride", session, width=width, height=height, deviceScaleFactor=1,
                   mobile=False)
-        while self.evaluate(session, "document.readyState") != "complete":
+        loaded = "location.protocol == 'file:' && document.readyState == 'complete'"
+        while not self.evaluate(session, loaded):
             time.sleep(0.05)
         return target, session
 
     def evaluate(self, session: str, expression: str) -> Any:
-        return self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)["result"].get("value")
+        answer = self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
+        if "exceptionDetails" in answer:
+            raise RuntimeError("the page's script failed: %s" % answer["exceptionDetails"])
+        return answer["result"].get("value")
 
     def read(self, path: str, width: int = 1280) -> Dict[str, Any]:
         """{text, tables: [{heading, rows: [{cls, cells}]}], links, width, height} of the page as rendered."""

@@ -15,7 +15,7 @@ import os
 import re
 import socket
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
@@ -374,7 +374,7 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
         try:
             content = results_json(document) if name == "results.json" else (
                 junit_xml(document, shown=shown, seconds=seconds) if name == "junit.xml" else
-                html_report(document, shown))
+                html_report(document, shown, collected_logs(run_dir)))
             write_with_room(path, content, run_dir) if name == "results.json" else _atomic.write_text(path, content)
         except OSError as exc:
             first_error = first_error or exc
@@ -384,6 +384,15 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
     if first_error is not None:
         raise ReportsNotWritten(first_error, paths) from first_error
     return paths
+
+
+def collected_logs(run_dir: str) -> Set[str]:
+    """The nodes whose training log lies in the run directory (``logs/<host>/training.log``, what the page links)."""
+    try:
+        hosts = os.listdir(os.path.join(run_dir, "logs"))
+    except OSError:
+        return set()
+    return {host for host in hosts if os.path.isfile(os.path.join(run_dir, "logs", host, "training.log"))}
 
 
 def remove_stale(path: str) -> None:

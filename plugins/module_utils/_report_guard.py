@@ -109,7 +109,8 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
     concluded = _run_watch.conclude(run_dir, run_id, hosts)
     states = concluded.pop("states")
     outcome = _policy.read(directory).judge(plan, states, concluded)
-    keys = ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps")
+    keys = ("run_id", "config_name", "config_path", "framework", "model", "gpu_arch", "mode", "final_step",
+            "total_steps")
     outcome.update({key: plan.get(key) for key in keys})
     return outcome
 

@@ -274,7 +274,7 @@ def test_html_curves_at_a_few_nodes_are_one_per_node():
 
 def test_html_pass_says_what_was_not_judged_and_shows_the_model():
     page = _report.html_report(synthetic_document(2, 40, stragglers=()))
-    assert '<div class="verdict PASS"><b>PASS</b>(throughput not judged' in page
+    assert '<div class="verdict PASS"><b>PASS</b> (throughput not judged' in page
     assert "<b>Not judged:</b> tflops_per_sec_per_gpu (no threshold set)" in page
     assert "No check failed." in page
     assert "llama3.1-70b, 70.6 B parameters (emb_dim 8192, num_layers 80" in page
