@@ -99,13 +99,15 @@ class Browser:
         finally:
             self.call("Target.closeTarget", targetId=target)
 
-    def screenshot(self, path: str, png: str, width: int = 1280, height: Optional[int] = None) -> Dict[str, Any]:
-        """The page (all of it, or its first ``height`` pixels) as a PNG file; returns what ``read`` does."""
+    def screenshot(self, path: str, png: str, width: int = 1280, height: Optional[int] = None,
+                   top: int = 0) -> Dict[str, Any]:
+        """The page (all of it, or ``height`` pixels from ``top``) as a PNG file; returns what ``read`` does."""
         target, session = self.open(path, width)
         try:
             page = self.evaluate(session, READ_PAGE)
             shot = self.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True,
-                             clip={"x": 0, "y": 0, "width": width, "height": height or page["height"], "scale": 1})
+                             clip={"x": 0, "y": top, "width": width, "height": height or page["height"] - top,
+                                   "scale": 1})
             with open(png, "wb") as handle:
                 handle.write(base64.b64decode(shot["data"]))
             return page

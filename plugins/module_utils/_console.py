@@ -182,10 +182,8 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         for group in shown.consequential:
             lines.extend(group_lines(group, width, column, details=False, count=" (%d node%s)" % (
                 len(group.nodes), "" if len(group.nodes) == 1 else "s")))
-    if shown.cannot_fail:
-        lines.append("cannot fail:")
-        for group in shown.cannot_fail:
-            lines.extend(wrapped(cannot_fail_sentence(group, document), width, "  ", 3, "    "))
+    for group in shown.cannot_fail:
+        lines.extend(wrapped(cannot_fail_sentence(group, document), width, "", 3, "  "))
     if shown.passed:
         lines.append("passed on every node:")
         lines.extend(summary_line(group, "all %d" % len(group.nodes), width, column) for group in shown.passed)

@@ -22,7 +22,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, check_label, headline, realism_sentence, view)
+    CheckGroup, View, cannot_fail_sentence, check_label, expectations, headline, realism_sentence, view)
 
 __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "ReportsNotWritten", "html_report", "junit_xml", "results_document",
            "results_json", "strict_json", "write_reports"]
@@ -174,10 +174,9 @@ def consequences_case(shown: View) -> Optional[Case]:
     hosts = unique_lines(shown.consequences + [n for g in shown.consequential for n in g.nodes])
     if not hosts:
         return None
-    culprit = str(shown.culprit["host"]) if shown.culprit else "the run's cause"
     ranges = compact_hosts(sorted(hosts, key=natural_key), 400)
     lines = ["%s: %s" % (group.label, compact_hosts(group.nodes, 400)) for group in shown.consequential]
-    message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), culprit, ranges)
+    message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), shown.cause, ranges)
     return Case(classname_of("culprit"), "consequences of the culprit", "failure", message,
                 "\n".join([message] + lines), "consequence")
 
@@ -217,10 +216,19 @@ def teardown_case(document: Mapping[str, Any]) -> Optional[Case]:
     return Case(classname_of("run"), "teardown", "error", message, "\n".join(lines[:CASE_LINES]), "teardown")
 
 
-def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str]) -> List[Case]:
+def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str], how: Sequence[str] = ()) -> List[Case]:
+    """``how``: how to judge the metrics without a threshold (``expectations``), said in their skipped cases."""
     return [Case(classname_of("checks"), group.label, outcome,
-                 "%s on %d node(s)" % (group.status.replace("_", " "), len(group.nodes)) if outcome else "")
+                 "%s on %d node(s)%s" % (group.status.replace("_", " "), len(group.nodes),
+                                         "; " + "; ".join(how) if how and group.status == "no_threshold" else "")
+                 if outcome else "")
             for group in groups]
+
+
+def cannot_fail_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
+    """A check whose bound no value can miss is skipped, with why: it judged nothing."""
+    return [Case(classname_of("checks"), group.label, "skipped", cannot_fail_sentence(group, document))
+            for group in shown.cannot_fail]
 
 
 def fabric_case(document: Mapping[str, Any]) -> Optional[Case]:
@@ -247,7 +255,8 @@ def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     if shown.verdict == "FAIL" and not any(case.outcome in ("failure", "error") for case in cases):
         lines = [str(line) for line in document.get("failures") or []] or [shown.headline]
         cases.insert(0, Case(classname_of("run"), "verdict", "failure", shown.headline, "\n".join(lines[:CASE_LINES]), "verdict"))
-    return cases + passed_cases(shown.passed, None) + passed_cases(shown.not_judged, "skipped")
+    return (cases + passed_cases(shown.passed, None) + cannot_fail_cases(document, shown)
+            + passed_cases(shown.not_judged, "skipped", expectations(document, shown)))
 
 
 XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -371,6 +371,11 @@ def straggler_pct(document: Mapping[str, Any]) -> float:
     return float(pct) if is_finite_number(pct) and pct > 0 else DEFAULT_STRAGGLER_PCT
 
 
+def outlier_pct(document: Mapping[str, Any]) -> float:
+    """The straggler limit, or the default's where the limit cannot fail (the colours and outliers need a scale)."""
+    return straggler_pct(document) if straggler_pct(document) < 100 else DEFAULT_STRAGGLER_PCT
+
+
 def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str],
             logs: Optional[Set[str]] = None) -> Optional[Dict[str, Any]]:
     hosts = hosts_of(document, shown)
@@ -379,8 +384,7 @@ def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str],
     values = node_throughput(document, metric) if metric else {}
     median, relative = relative_to_median(values)
     limit_pct = straggler_pct(document)
-    # The colours span twice the straggler limit; a limit that cannot fail (100 % or more) spans the default's.
-    span = 2 * (limit_pct if limit_pct < 100 else DEFAULT_STRAGGLER_PCT) / 100.0
+    span = 2 * outlier_pct(document) / 100.0    # the colours span twice the straggler limit
     states = node_states(shown)
     failed_checks = failed_labels(shown)
     unit = unit_of(metric)
@@ -610,7 +614,7 @@ def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: s
     else:
         band, at = band_of(curves)
         culprit = [str(shown.culprit["host"])] if shown.culprit else []
-        picked = outliers(band, at, straggler_pct(document) / 200.0, culprit)
+        picked = outliers(band, at, outlier_pct(document) / 200.0, culprit)
         drawn = [Curve(host, curves[host], CULPRIT_COLOUR if host in culprit else PALETTE[(i + 1) % len(PALETTE)], 1.6)
                  for i, (host, dummy) in enumerate(picked)]
         legend = [{"kind": "band", "colour": BAND_COLOUR, "label": "p10-p90 of %d nodes" % len(curves)},
@@ -619,7 +623,7 @@ def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: s
             c.label, " (culprit)" if c.label in culprit else "", 100 * dev)) for c, (dummy, dev) in zip(drawn, picked)]
         if not picked:
             legend.append({"kind": "note", "label": "no node more than %s%% from the median" % short_number(
-                straggler_pct(document) / 2)})
+                outlier_pct(document) / 2)})
     legend += [legend_line(level.colour, level.label, level.dash) for level in levels]
     return {"svg": chart_context(title, drawn, band, levels, zero_based, clock), "legend": legend}
 

@@ -298,7 +298,9 @@ def nested(path: str, value: Any) -> Any:
 def expectations(document: Mapping[str, Any], shown: View) -> List[str]:
     """A PASS whose metrics lack a threshold: how to judge them, with the exact names: the config's key (or the
     threshold file's cell), an override for one run, this run kept as the baseline of the next; else []."""
-    wanting = [u for u in shown.unjudged if str(u.get("reason") or "").startswith(WANTS_A_THRESHOLD)]
+    wanting = sorted((u for u in shown.unjudged if str(u.get("reason") or "").startswith(WANTS_A_THRESHOLD)),
+                     key=lambda u: THROUGHPUT_PREFERENCE.index(u.get("metric"))
+                     if u.get("metric") in THROUGHPUT_PREFERENCE else len(THROUGHPUT_PREFERENCE))
     summary = document.get("summary") if isinstance(document.get("summary"), Mapping) else {}
     if not wanting or shown.verdict != "PASS" or not summary.get("cluster"):
         return []
