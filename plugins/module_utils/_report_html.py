@@ -317,13 +317,14 @@ def failures_of(document: Mapping[str, Any], shown: View) -> Dict[str, Any]:
                else "No single check failed, but the run did:")
     subhead = ""
     if shown.consequential:
-        subhead = "Stopped as a consequence of %s: %d node%s (%s)" % (
-            shown.culprit["host"] if shown.culprit else "the run's cause", len(shown.consequences),
-            "" if len(shown.consequences) == 1 else "s", compact_hosts(shown.consequences, 120))
+        subhead = "Stopped as a consequence of %s: %d of %d node%s (%s)" % (
+            shown.cause, len(shown.consequences), len(shown.subjects), "" if len(shown.subjects) == 1 else "s",
+            compact_hosts(shown.consequences, 120))
     return {"count": count, "nodes": len(failed_nodes), "lines": lines, "why": why, "subhead": subhead,
             "culprit": [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail")}
                         for c in shown.culprit_checks],
-            "own": [group_row(g) for g in shown.failed], "consequential": [group_row(g) for g in shown.consequential]}
+            "own": [group_row(g) for g in shown.failed],
+            "consequential": [dict(group_row(g), of=None) for g in shown.consequential]}
 
 
 def group_row(group: CheckGroup) -> Dict[str, Any]:

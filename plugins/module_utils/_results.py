@@ -221,7 +221,7 @@ def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: 
         index = STAGES.index("training") if times.get("watch_started") else STAGES.index("preflight")
     teardown_failed = any((o or {}).get("unreachable") or (o or {}).get("ok") is False
                           for o in (teardown or {}).values())
-    start_of = {"plan": times.get("planned"), "preflight": times.get("planned"),
+    start_of = {"plan": times.get("planned"),
                 "training": times.get("watch_started"), "verdict": times.get("watch_ended"),
                 "teardown": times.get("watch_ended") if judged else None, "reports": now}
     end_of = {"container start": times.get("launched"), "training": times.get("watch_ended"),
