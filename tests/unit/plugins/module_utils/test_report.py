@@ -216,7 +216,7 @@ def test_html_leads_with_the_verdict_then_the_failures(crash512):
     failures = page[page.index("<h2>Failures"):page.index("<h2>Nodes")]
     rows = re.findall(r"<tr class=\"([a-z]*)\">", failures)
     assert rows[:3] == ["culprit"] * 3 and rows[-1] == "consequence"
-    assert "Stopped as a consequence of node017: 511 nodes" in failures
+    assert "Stopped as a consequence of node017: 511 of 512 nodes" in failures
     assert "node[005,040,300] <small>(3 of 512)</small>" in failures
 
 
