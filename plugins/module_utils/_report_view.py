@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import statistics
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -246,7 +247,7 @@ def failed_check_text(row: FailedCheck, cause: str, width: int = 100) -> str:
     if row.consequences:
         parts.append("%s stopped as a consequence of %s" % (compact_hosts(row.consequences, width), cause))
     text = "%s (%d of %d)" % (compact_hosts(row.nodes, width), len(row.nodes), row.of)
-    return text + (": " + "; ".join(parts) if len(parts) > 1 or row.culprit or row.consequences else "")
+    return text + (": " + "; ".join(parts) if row.culprit or row.consequences else "")
 
 
 def headline(document: Mapping[str, Any]) -> str:
@@ -310,16 +311,18 @@ def expectations(document: Mapping[str, Any], shown: View) -> List[str]:
     cell = document.get("threshold_file") if isinstance(document.get("threshold_file"), Mapping) else None
     paths = [str(u["path"]) for u in wanting if u.get("path")]
     if cell and cell.get("path"):
-        lines.append('the threshold file %s: in the cell this run reads, "%s": {"kind": "min", "value": <number>}'
-                     % (cell["path"], metrics[0]))
+        named = cell.get("cell") or (re.findall(r"no cell named (\S+)", str(cell.get("note") or "")) or ["<the sweep's>"])[0]
+        lines.append('the threshold file %s: in its cell %s, "%s": {"kind": "min", "value": <number>}'
+                     % (cell["path"], named, metrics[0]))
     elif paths:
         lines.append("the config %s: %s" % (document.get("config_path") or "", ", ".join(paths)))
-        lines.append("for one run: -e '%s'" % json.dumps({"training_overrides_extra": nested(paths[0], "<number>")}))
-    keep = baseline_path(document)
+        lines.append("for one run: -e %s" % shlex.quote(json.dumps({"training_overrides_extra": nested(
+            paths[0], "<number>")})))
+    keep = shlex.quote(baseline_path(document))
     lines.append("this run as the baseline: ansible-playbook %s -e training_run_dir=%s -e training_baseline=%s"
-                 % (KEEP_BASELINE, document.get("run_dir"), keep))
-    lines.append("then, on the next run: -e training_baseline=%s (its steady means, less 5%%, are the thresholds)"
-                 % keep)
+                 % (KEEP_BASELINE, shlex.quote(str(document.get("run_dir"))), keep))
+    lines.append("then, on the next run: -e training_baseline=%s (its steady means, less training_baseline_tolerance "
+                 "(5 %%), are the thresholds)" % keep)
     return lines
 
 
