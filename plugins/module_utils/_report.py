@@ -48,7 +48,20 @@ def results_document(outcome: Mapping[str, Any], generated_at: str) -> Dict[str,
                     if key not in RESULT_KEYS and not str(key).startswith(("_ansible", "ansible_")))
     document.update(schema_version=outcome.get("schema_version") or SCHEMA_VERSION, headline=headline(outcome),
                     generated_at=generated_at)
+    if isinstance(document.get("checks"), list):
+        document["checks"] = culprit_first(document["checks"], view(document))
     return document
+
+
+def culprit_first(checks: List[Any], shown: View) -> List[Any]:
+    """The checks as every table shows them: the culprit's failed checks first (its cause first), then the rest in
+    their order; a failed check that follows from the culprit (or the interrupt, or the run's cause) says so
+    (``consequence_of``)."""
+    stopped = {id(check) for group in shown.consequential for check in group.checks}
+    first = [id(check) for check in shown.culprit_checks]
+    rest = [dict(check, consequence_of=shown.cause) if id(check) in stopped else check
+            for check in checks if id(check) not in first]
+    return list(shown.culprit_checks) + rest
 
 
 def strict_json(value: Any) -> Any:

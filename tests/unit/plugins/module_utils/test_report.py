@@ -518,3 +518,13 @@ def test_every_report_of_a_real_framework_run_says_what_was_real_and_what_was_si
     console = " ".join(line.strip() for line in _console.verdict_lines(doc))
     assert sentence in console
     assert "REAL:" not in " ".join(_console.verdict_lines(document()))
+
+
+def test_results_json_lists_the_culprits_checks_first_and_marks_the_consequences():
+    outcome = synthetic_document(4, 30, crash_at=10, culprit=3)
+    document = _report.results_document(outcome, "2026-11-21T10:25:00Z")
+    failed = [c for c in document["checks"] if c["status"] == "fail"]
+    assert [c["node"] for c in document["checks"][:3]] == ["node003"] * 3 and document["checks"][0]["check"] == "errors"
+    assert all("consequence_of" not in c for c in failed if c["node"] == "node003")
+    assert {c["consequence_of"] for c in failed if c["node"] != "node003"} == {"node003"}
+    assert len(document["checks"]) == len(outcome["checks"]) and "consequence_of" not in json.dumps(outcome["checks"])
