@@ -329,11 +329,16 @@ def failures_of(document: Mapping[str, Any], shown: View) -> Dict[str, Any]:
 
 def group_row(group: CheckGroup) -> Dict[str, Any]:
     first = group.checks[0]
-    listed = ["%s: %s" % (c.get("node"), c.get("detail")) for c in group.checks[:DETAILS_LISTED_MAX]] \
-        if len(group.checks) > 1 else []
+    listed = [node_detail(c) for c in group.checks[:DETAILS_LISTED_MAX]] if len(group.checks) > 1 else []
     return {"hosts": compact_hosts(group.nodes, 120), "count": len(group.nodes), "of": group.of, "label": group.label,
-            "detail": "%s: %s" % (first.get("node"), first.get("detail")) if len(group.nodes) > 1 else first.get("detail"),
+            "detail": node_detail(first) if len(group.nodes) > 1 else first.get("detail"),
             "listed": listed, "total": len(group.checks), "more": max(0, len(group.checks) - DETAILS_LISTED_MAX)}
+
+
+def node_detail(check: Mapping[str, Any]) -> str:
+    """``node1: stopped at step 3 of 11``; a detail that names its node already is left as it is."""
+    detail = str(check.get("detail") or "")
+    return detail if detail.startswith("%s: " % check.get("node")) else "%s: %s" % (check.get("node"), detail)
 
 
 def log_link(host: str, logs: Optional[Set[str]] = None) -> str:
