@@ -113,6 +113,11 @@ def test_the_failures_heading_and_the_passed_rows_count_what_results_json_has(re
     if failed:
         heading = re.search(r"Failures (\d+) failed checks? on (\d+) nodes?", page["text"])
         assert heading and tuple(map(int, heading.groups())) == (len(failed), len({c["node"] for c in failed}))
+        # Each row is one check on its nodes: the culprit's rows one node each, the others "(k of N)", "(k nodes)".
+        rows = [row for row in table_rows(page, "Failures") if len(row) == 3]
+        counted = [int(re.search(r"\((\d+) (?:of \d+|nodes?)\)", row[0]).group(1)) if "culprit" not in row[0] else 1
+                   for row in rows]
+        assert sum(counted) == len(failed), rows
     for label, status, nodes in table_rows(page, "Checks"):
         if status == "pass":
             passed = [c for c in document["checks"] if c["status"] == "pass" and label.startswith(c["check"])
