@@ -858,14 +858,17 @@ def teardown_text(teardown: Any) -> Optional[str]:
 
 
 def every_check_of(document: Mapping[str, Any]) -> Dict[str, Any]:
-    """Every check by node, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass first and the
-    rest left to results.json (the page stays light at 500 nodes)."""
-    checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)),
-                    key=lambda c: natural_key(str(c.get("node"))))
+    """Every check by node, the culprit's first, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass
+    first and the rest left to results.json (the page stays light at 500 nodes)."""
+    culprit = str((document.get("culprit") or {}).get("host")) if isinstance(document.get("culprit"), dict) else None
+
+    def by_node(check: Mapping[str, Any]) -> Tuple[bool, Any]:
+        return str(check.get("node")) != culprit, natural_key(str(check.get("node")))
+    checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)), key=by_node)
     shown = checks
     if len(checks) > EVERY_CHECK_ROWS:
         shown = ([c for c in checks if c.get("status") != PASS] + [c for c in checks if c.get("status") == PASS])
-        shown = sorted(shown[:EVERY_CHECK_ROWS], key=lambda c: natural_key(str(c.get("node"))))
+        shown = sorted(shown[:EVERY_CHECK_ROWS], key=by_node)
     rows = [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail"),
              "css": "not_judged" if c.get("status") in NOT_JUDGED else c.get("status"),
              "status": "not judged" if c.get("status") in NOT_JUDGED else c.get("status")} for c in shown]

@@ -98,6 +98,9 @@ def test_the_checks_table_lists_every_failed_check_once_with_every_node_that_fai
         culprit_labels = sorted(label for label, hosts in expected.items() if culprit in hosts)
         assert sorted(row[0] for row in rows[:len(culprit_labels)]) == culprit_labels, "the culprit's checks first"
         assert all("%s culprit" % culprit in row[2] for row in rows[:len(culprit_labels)])
+        if any("checks, by node" in (table["heading"] or "") for table in page["tables"]):   # open up to 40 checks
+            assert table_rows(page, "checks, by node")[0][0] == culprit, "Every check: the culprit's first"
+        assert table_rows(page, "Failures")[0][0].startswith("%s culprit" % culprit)
     # How a stopped node ended is the cause's doing; what it measured while it ran (its throughput) is its own.
     for row in rows:
         consequences = set(document.get("consequences") or []) & expected[row[0]]
