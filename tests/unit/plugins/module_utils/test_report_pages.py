@@ -5,7 +5,6 @@ interrupt, at 2 nodes (results.json of real runs on the simulated cluster, tests
 from __future__ import annotations
 
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
