@@ -40,9 +40,13 @@ def node_steps(rng: random.Random, last: int, rate: float) -> List[Dict[str, Any
 
 def synthetic_document(nodes: int, steps: int = 60, crash_at: Optional[int] = None, culprit: int = 17,
                        stragglers: Sequence[int] = (5, 40), slow: float = 0.85, legacy: bool = False,
-                       simulated: bool = True, seed: int = 7, prefix: str = "node", width: int = 3) -> Dict[str, Any]:
+                       simulated: bool = True, seed: int = 7, prefix: str = "node", width: int = 3,
+                       hang_at: Optional[int] = None, interrupt_at: Optional[int] = None,
+                       straggler_pct: float = 10.0) -> Dict[str, Any]:
     """A judged document: ``nodes`` hosts, ``steps`` steps (0 .. steps-1), culprit node number ``culprit``
-    crashing at step ``crash_at`` (None: no crash), the node numbers in ``stragglers`` ``slow`` times as fast."""
+    crashing at step ``crash_at`` (None: no crash), the node numbers in ``stragglers`` ``slow`` times as fast.
+    ``hang_at``: every node stops after that step alike (a hang, no node stands out); ``interrupt_at``: the
+    controller is interrupted (SIGINT) in training after that step, as the run's guard reports it."""
     rng = random.Random(seed)
     hosts = host_names(nodes, prefix, width)
     final = steps - 1
@@ -51,8 +55,14 @@ def synthetic_document(nodes: int, steps: int = 60, crash_at: Optional[int] = No
     for index, host in enumerate(hosts, start=1):
         rate = 8600.0 * (slow if index in stragglers else 1.0 + max(-0.06, min(0.06, rng.gauss(0.0, 0.025))))
         last = final if crash_at is None else (crash_at - 1 if host == culprit_host else crash_at)
+        last = hang_at if hang_at is not None else interrupt_at if interrupt_at is not None else last
         state = {"steps": node_steps(rng, last, rate), "errors": [], "exit_code": 0, "last_step": last,
                  "simulated": simulated, "log_path": "/home/root/LOGS/clusterval/run/training.log"}
+        if hang_at is not None:
+            state.update(exit_code=None, reason="hang", msg="%s: hang: no new step for 300 s after step %d" % (
+                host, hang_at))
+        if interrupt_at is not None:
+            state.update(exit_code=None)
         if crash_at is not None:
             error = {"class": "crash", "line": 4100 + index, "text": CRASH_TEXT} if host == culprit_host else \
                 {"class": "coordination", "line": 4200 + index, "text": CONSEQUENCE_TEXT % (culprit - 1)}
@@ -63,12 +73,24 @@ def synthetic_document(nodes: int, steps: int = 60, crash_at: Optional[int] = No
             "thresholds": [
                 {"metric": "tokens_per_sec_per_gpu", "kind": "min", "value": 8000.0, "direction": "higher", "set": True},
                 {"metric": "tflops_per_sec_per_gpu", "kind": "min", "value": None, "direction": "higher", "set": False}]}
-    document = dict(_metrics.evaluate(plan, states), run_id=plan["run_id"], config_name=plan["config_name"],
+    document = dict(_metrics.evaluate(plan, states, straggler_pct), run_id=plan["run_id"],
+                    config_name=plan["config_name"],
                     framework="maxtext", model="llama3.1-70b", gpu_arch="mi300x", mode="multi_node",
                     final_step=final, total_steps=steps, run_dir="/tmp/runs/synthetic",
                     generated_at="2026-11-21T10:25:00Z")
     if not legacy:
         document.update(contract_keys(document, culprit_host, crash_at, hosts))
+    if hang_at is not None and not legacy:
+        text = "all %d nodes stopped after step %d; no node stands out" % (nodes, hang_at)
+        document.update(run_cause={"class": "hang", "text": text, "time": None, "evidence": {
+            host: {"step": hang_at, "reason": "hang", "process": {"state": "S", "wchan": "futex_wait"}}
+            for host in hosts}}, consequences=list(hosts), headline="FAIL: hang: %s" % text)
+    if interrupt_at is not None and not legacy:
+        cause = ("the controller (ansible-playbook, pid 4242) was interrupted (SIGINT) in training; the nodes stop "
+                 "their jobs themselves within the lease timeout")
+        document.update(stop={"stage": "training", "cause": cause, "hosts": [], "lines": [], "never_started": [],
+                              "interrupted": "SIGINT"}, headline="FAIL: stopped in training: %s" % cause,
+                        verdict="FAIL", failures=[cause] + list(document.get("failures") or []))
     return document
 
 

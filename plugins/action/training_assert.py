@@ -52,8 +52,8 @@ def run_selection(plan: Dict[str, Any]) -> Dict[str, str]:
 
 
 def run_info(plan: Dict[str, Any]) -> Dict[str, Any]:
-    return {key: plan.get(key) for key in ("run_id", "config_name", "framework", "model", "gpu_arch", "mode",
-                                           "final_step", "total_steps")}
+    return {key: plan.get(key) for key in ("run_id", "config_name", "config_path", "framework", "model", "gpu_arch",
+                                           "mode", "final_step", "total_steps")}
 
 
 class ActionModule(CollectionAction):

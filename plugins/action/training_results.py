@@ -69,10 +69,9 @@ class ActionModule(CollectionAction):
             except ConfigError as exc:
                 return failed(result, "training_results", exc)
             return self.start(result, plan, run_dir, run_id, args["controller"] or os.getppid(), args["launched"],
-                              policy)
-        judged = bool(args["verdict"] and args["verdict"].get("verdict"))
+                              policy, args["fabric"])
         stop, stages = _results.stop_and_stages(
-            plan, run_dir, judged, args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
+            plan, run_dir, args["verdict"], args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
             None, args["teardown"], fabric_ran=bool(args["fabric"]) and not args["fabric"].get("not_run"))
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
                                args["seconds"], sections(args), stop, stages)
@@ -101,12 +100,14 @@ class ActionModule(CollectionAction):
             result["msg"] = "%s: %s" % (document["headline"], ", ".join(sorted(written["paths"].values())))
         return result
 
-    def start(self, result, plan, run_dir, run_id, controller, launched, policy):
+    def start(self, result, plan, run_dir, run_id, controller, launched, policy, fabric):
         """The nodes' containers started: an earlier run's files apart, the launch marked with the verdict's
-        policy, the guard started."""
+        policy (and the fabric gate's verdict, for the report of an interrupt), the guard started."""
         moved = guard = None
         try:
             moved = _results.keep_earlier_run(run_dir, run_id)
+            if fabric:
+                _results.record_fabric(run_dir, run_id, fabric)
             # Room for the watch's memory and results.json, should the disk fill during the run.
             _room.reserve(run_dir)
             if launched:

@@ -75,7 +75,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._report import
 from ansible_collections.clusterval.training.plugins.module_utils._report_guard import spawn
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
-    INTERRUPT_FILE, final_headline, interrupt_line, run_watch_dir)
+    INTERRUPT_FILE, final_headline, interrupt_line, record_fabric, run_watch_dir)
 
 WATCH = "training_watch"
 ASSERT = "training_assert"
@@ -344,6 +344,13 @@ class CallbackModule(CallbackBase):
             self.lease_timeout = data["plan"].get("lease_timeout", self.lease_timeout)
             self.run_dir = self.given_run_dir or data.get("run_dir") or self.run_dir
             self.guard(data)
+        fabric = (data.get("ansible_facts") or {}).get("fabric_result")
+        if isinstance(fabric, dict) and fabric and self.run_dir and self.run_id:
+            # Kept for the guard: an interrupt before the reports' start still shows the gate as run.
+            try:
+                record_fabric(self.run_dir, self.run_id, fabric)
+            except OSError:
+                pass
         if action.endswith(CLEANUP):
             if data.get("ok") is True:
                 self.teardown_failures.pop(host, None)

@@ -21,7 +21,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, check_label, realism_sentence, value_range, view)
+    CheckGroup, View, cannot_fail_sentence, check_label, expectations, realism_sentence, value_range, view)
 
 WIDTH = 80
 BAR_CELLS = 10
@@ -176,9 +176,14 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         for group in shown.failed:
             lines.extend(group_lines(group, width, column, details=True))
     if shown.consequential:
-        lines.append("stopped as a consequence of %s:" % (shown.culprit or {}).get("host", "the run's cause"))
+        stopped = unique_hosts(shown)
+        lines.append(fits("stopped as a consequence of %s (%d of %d nodes):" % (
+            shown.cause, len(stopped), max(len(stopped), len(shown.subjects))), width))
         for group in shown.consequential:
-            lines.extend(group_lines(group, width, column, details=False))
+            lines.extend(group_lines(group, width, column, details=False, count=" (%d node%s)" % (
+                len(group.nodes), "" if len(group.nodes) == 1 else "s")))
+    for group in shown.cannot_fail:
+        lines.extend(wrapped(cannot_fail_sentence(group, document), width, "", 3, "  "))
     if shown.passed:
         lines.append("passed on every node:")
         lines.extend(summary_line(group, "all %d" % len(group.nodes), width, column) for group in shown.passed)
@@ -190,8 +195,21 @@ def verdict_lines(document: Mapping[str, Any], width: int = WIDTH, shown: Option
         listed = {group.metric for group in shown.not_judged}
         lines.extend(fits("  %s: %s" % (u.get("metric"), u.get("reason") or "no threshold"), width)
                      for u in shown.unjudged if u.get("metric") not in listed)
+    lines.extend(expectation_lines(document, shown, width))
     lines.extend(cell_lines(document, width))
     return lines
+
+
+def unique_hosts(shown: View) -> List[str]:
+    return list(dict.fromkeys(shown.consequences + [n for g in shown.consequential for n in g.nodes]))
+
+
+def expectation_lines(document: Mapping[str, Any], shown: View, width: int) -> List[str]:
+    """How to set the thresholds not set: the sentence wrapped, each way whole (a command to copy)."""
+    found = expectations(document, shown)
+    if not found:
+        return []
+    return wrapped(found[0], width, "", 2, "  ") + ["  - " + line for line in found[1:]]
 
 
 STOP_LINES_MAX = 6
@@ -214,6 +232,8 @@ def stop_lines(document: Mapping[str, Any], width: int) -> List[str]:
         return []
     lines = ["stopped in %s:" % (stop.get("stage") or "an unknown stage")]
     own = [str(line) for line in stop.get("lines") or []]
+    if not own and not stop.get("never_started"):
+        return []   # the headline says it all
     lines.extend(fits("  " + line, width) for line in own[:STOP_LINES_MAX])
     if len(own) > STOP_LINES_MAX:
         lines.append("  ... and %d more (results.json: stop.lines)" % (len(own) - STOP_LINES_MAX))
@@ -265,9 +285,9 @@ def wrapped(text: str, width: int, indent: str, max_lines: int, continuation: Op
     return lines
 
 
-def group_lines(group: CheckGroup, width: int, column: int, details: bool) -> List[str]:
+def group_lines(group: CheckGroup, width: int, column: int, details: bool, count: str = "") -> List[str]:
     nodes = group.nodes
-    count = " (%d of %d)" % (len(nodes), group.of)
+    count = count or " (%d of %d)" % (len(nodes), group.of)
     hosts = compact_hosts(nodes, max(16, width - 2 - column - len(count)))
     lines = [fits("  %s%s%s" % (group.label.ljust(column), hosts, count), width)]
     if not details:

@@ -572,6 +572,7 @@ def thresholds(ctx: Context) -> List[Dict[str, Any]]:
             "value": None if unset else to_float(value, join_path(path, metric)),
             "direction": "lower" if lower else "higher",
             "set": not unset,
+            "path": join_path(path, metric),
         })
         if not unset and _gpus.vendor_of_arch(ctx.selection.gpu_arch) not in (None, ctx.gpu_vendor):
             # hook (issue 28): another vendor's target says nothing of these GPUs

@@ -15,14 +15,14 @@ import os
 import re
 import socket
 import xml.etree.ElementTree as ET
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts, natural_key
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number
 from ansible_collections.clusterval.training.plugins.module_utils._report_html import html_report
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    CheckGroup, View, check_label, headline, realism_sentence, view)
+    CheckGroup, View, cannot_fail_sentence, check_label, expectations, headline, realism_sentence, view)
 
 __all__ = ["DOCUMENT_KEYS", "SCHEMA_VERSION", "ReportsNotWritten", "html_report", "junit_xml", "results_document",
            "results_json", "strict_json", "write_reports"]
@@ -48,7 +48,20 @@ def results_document(outcome: Mapping[str, Any], generated_at: str) -> Dict[str,
                     if key not in RESULT_KEYS and not str(key).startswith(("_ansible", "ansible_")))
     document.update(schema_version=outcome.get("schema_version") or SCHEMA_VERSION, headline=headline(outcome),
                     generated_at=generated_at)
+    if isinstance(document.get("checks"), list):
+        document["checks"] = culprit_first(document["checks"], view(document))
     return document
+
+
+def culprit_first(checks: List[Any], shown: View) -> List[Any]:
+    """The checks as every table shows them: the culprit's failed checks first (its cause first), then the rest in
+    their order; a failed check that follows from the culprit (or the interrupt, or the run's cause) says so
+    (``consequence_of``)."""
+    stopped = {id(check) for group in shown.consequential for check in group.checks}
+    first = [id(check) for check in shown.culprit_checks]
+    rest = [dict(check, consequence_of=shown.cause) if id(check) in stopped else check
+            for check in checks if id(check) not in first]
+    return list(shown.culprit_checks) + rest
 
 
 def strict_json(value: Any) -> Any:
@@ -174,10 +187,9 @@ def consequences_case(shown: View) -> Optional[Case]:
     hosts = unique_lines(shown.consequences + [n for g in shown.consequential for n in g.nodes])
     if not hosts:
         return None
-    culprit = str(shown.culprit["host"]) if shown.culprit else "the run's cause"
     ranges = compact_hosts(sorted(hosts, key=natural_key), 400)
     lines = ["%s: %s" % (group.label, compact_hosts(group.nodes, 400)) for group in shown.consequential]
-    message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), culprit, ranges)
+    message = "%d node(s) stopped as a consequence of %s: %s" % (len(hosts), shown.cause, ranges)
     return Case(classname_of("culprit"), "consequences of the culprit", "failure", message,
                 "\n".join([message] + lines), "consequence")
 
@@ -217,10 +229,19 @@ def teardown_case(document: Mapping[str, Any]) -> Optional[Case]:
     return Case(classname_of("run"), "teardown", "error", message, "\n".join(lines[:CASE_LINES]), "teardown")
 
 
-def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str]) -> List[Case]:
+def passed_cases(groups: Sequence[CheckGroup], outcome: Optional[str], how: Sequence[str] = ()) -> List[Case]:
+    """``how``: how to judge the metrics without a threshold (``expectations``), said in their skipped cases."""
     return [Case(classname_of("checks"), group.label, outcome,
-                 "%s on %d node(s)" % (group.status.replace("_", " "), len(group.nodes)) if outcome else "")
+                 "%s on %d node(s)%s" % (group.status.replace("_", " "), len(group.nodes),
+                                         "; " + "; ".join(how) if how and group.status == "no_threshold" else "")
+                 if outcome else "")
             for group in groups]
+
+
+def cannot_fail_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
+    """A check whose bound no value can miss is skipped, with why: it judged nothing."""
+    return [Case(classname_of("checks"), group.label, "skipped", cannot_fail_sentence(group, document))
+            for group in shown.cannot_fail]
 
 
 def fabric_case(document: Mapping[str, Any]) -> Optional[Case]:
@@ -247,7 +268,8 @@ def junit_cases(document: Mapping[str, Any], shown: View) -> List[Case]:
     if shown.verdict == "FAIL" and not any(case.outcome in ("failure", "error") for case in cases):
         lines = [str(line) for line in document.get("failures") or []] or [shown.headline]
         cases.insert(0, Case(classname_of("run"), "verdict", "failure", shown.headline, "\n".join(lines[:CASE_LINES]), "verdict"))
-    return cases + passed_cases(shown.passed, None) + passed_cases(shown.not_judged, "skipped")
+    return (cases + passed_cases(shown.passed, None) + cannot_fail_cases(document, shown)
+            + passed_cases(shown.not_judged, "skipped", expectations(document, shown)))
 
 
 XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -374,7 +396,7 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
         try:
             content = results_json(document) if name == "results.json" else (
                 junit_xml(document, shown=shown, seconds=seconds) if name == "junit.xml" else
-                html_report(document, shown))
+                html_report(document, shown, collected_logs(run_dir)))
             write_with_room(path, content, run_dir) if name == "results.json" else _atomic.write_text(path, content)
         except OSError as exc:
             first_error = first_error or exc
@@ -384,6 +406,15 @@ def write_reports(run_dir: str, document: Dict[str, Any], seconds: Optional[floa
     if first_error is not None:
         raise ReportsNotWritten(first_error, paths) from first_error
     return paths
+
+
+def collected_logs(run_dir: str) -> Set[str]:
+    """The nodes whose training log lies in the run directory (``logs/<host>/training.log``, what the page links)."""
+    try:
+        hosts = os.listdir(os.path.join(run_dir, "logs"))
+    except OSError:
+        return set()
+    return {host for host in hosts if os.path.isfile(os.path.join(run_dir, "logs", host, "training.log"))}
 
 
 def remove_stale(path: str) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
-    INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, run_watch_dir, stage_of_task)
+    INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, recorded_fabric, run_watch_dir, stage_of_task)
 
 GUARD_FILE = "guard.json"
 GUARD_LOG = "guard.out"  # its stderr (not a .log: the training logs are the run's .log files)
@@ -122,7 +122,8 @@ def watched_verdict(plan: Dict[str, Any], run_dir: str) -> Optional[Dict[str, An
     concluded = _run_watch.conclusion(run_dir, run_id, hosts)
     states = concluded.pop("states")
     outcome = _policy.read(directory).judge(plan, states, concluded)
-    keys = ("run_id", "config_name", "framework", "model", "gpu_arch", "mode", "final_step", "total_steps")
+    keys = ("run_id", "config_name", "config_path", "framework", "model", "gpu_arch", "mode", "final_step",
+            "total_steps")
     outcome.update({key: plan.get(key) for key in keys})
     return outcome
 
@@ -211,13 +212,14 @@ def stop_reports(guard: Mapping[str, Any]) -> Dict[str, Any]:
         except Exception as exc:  # pylint: disable=broad-except  # the reports of the stop are written anyway
             sys.stderr.write("guard: no verdict on the watched states: %r\n" % (exc,))
     stage = stopped_stage(run_dir, run_id, interrupted)
-    stop, stages = stop_and_stages(plan, run_dir, verdict is not None, None, {}, None, None,
-                                   interrupted=signal_name, stage=stage)
+    stop, stages = stop_and_stages(plan, run_dir, verdict, None, {}, None, None, interrupted=signal_name, stage=stage)
     how = "was interrupted (%s)" % interrupted["signal"] if interrupted.get("signal") else signal_name
     cause = "the controller (ansible-playbook, pid %s) %s in %s; %s" % (
         guard.get("controller_pid"), how, stage, how_nodes_stop(stage))
     stop = dict(stop or {}, cause=cause)
-    written = reported_run(plan, run_dir, verdict, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    fabric = recorded_fabric(run_dir, plan)
+    written = reported_run(plan, run_dir, verdict, stop["cause"], None, extra={"fabric": fabric} if fabric else None,
+                           stop=stop, stages=stages)
     _room.release_all(run_dir)
     return written
 

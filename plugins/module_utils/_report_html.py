@@ -27,8 +27,9 @@ from ansible_collections.clusterval.training.plugins.module_utils._hostlist impo
 from ansible_collections.clusterval.training.plugins.module_utils._metricdefs import metric_def
 from ansible_collections.clusterval.training.plugins.module_utils._metrics import is_finite_number, percentile
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import (
-    FAIL, NOT_JUDGED, PASS, CheckGroup, View, check_label, hosts_of, node_states, node_throughput, relative_to_median,
-    realism_sentence, short_number, throughput_metric, unique, value_range, view)
+    FAIL, NOT_JUDGED, PASS, CheckGroup, View, cannot_fail_sentence, check_label, expectations, failed_by_check,
+    failed_check_text, hosts_of, node_states, node_throughput, relative_to_median, realism_sentence, short_number,
+    throughput_metric, unique, value_range, view)
 
 try:  # Jinja2 comes with ansible-core; this runs on the controller only (training_results, the callback)
     import jinja2
@@ -156,7 +157,9 @@ def cleaned(value: Any) -> Any:
 
 # -- the page --------------------------------------------------------------------------------------------
 
-def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> str:
+def html_report(document: Mapping[str, Any], shown: Optional[View] = None, logs: Optional[Set[str]] = None) -> str:
+    """The page. ``logs``: the nodes whose log lies beside it (``logs/<host>/training.log``); None: link every
+    node's (the page is rendered away from its run directory)."""
     shown = shown or view(document)
     metric = throughput_metric(document)
     title = "Training validation: %s" % (document.get("config_name") or document.get("run_id") or "run")
@@ -165,10 +168,11 @@ def html_report(document: Mapping[str, Any], shown: Optional[View] = None) -> st
         "title": title, "style": STYLE, "simulated": shown.simulated, "verdict": verdict_of(shown),
         "realism": realism_sentence(shown.realism) if shown.realism else "",
         "stop": stop_of(document, shown), "culprit": culprit_of_view(shown), "unjudged": unjudged_text(shown),
+        "expectations": expectations(document, shown),
         "run_cause": run_cause_of(document, shown),
         "cell": cell_of(document), "baseline": baseline_text(document), "failures": failures_of(document, shown),
-        "grid": grid_of(document, shown, metric), "charts": charts, "charts_reason": reason,
-        "nodes": drill_down(document, shown, metric), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown),
+        "grid": grid_of(document, shown, metric, logs), "charts": charts, "charts_reason": reason,
+        "nodes": drill_down(document, shown, metric, logs), "nodes_listed_max": NODES_LISTED_MAX, "checks": checks_of(shown, document),
         "checks_empty": "no check was judged: %s" % (reason or "no node reported a result"),
         "facts": run_facts(document, shown), "every": every_check_of(document),
         "fabric": fabric_view(document.get("fabric")), "stages": stages_of(document),
@@ -228,8 +232,15 @@ def stages_of(document: Mapping[str, Any]) -> List[Dict[str, Any]]:
         start, end = stage.get("start"), stage.get("end")
         took = "%ds" % round(end - start) if is_finite_number(start) and is_finite_number(end) and end >= start else ""
         rows.append({"stage": stage.get("stage"), "outcome": outcome, "mark": STAGE_MARKS.get(outcome, ""),
-                     "css": outcome.replace(" ", "_"), "start": clock(start), "end": clock(end), "took": took})
+                     "css": outcome.replace(" ", "_"), "when": stage_time(clock(start), clock(end), took)})
     return rows
+
+
+def stage_time(start: str, end: str, took: str) -> str:
+    """What is known of when: ``10:15:02 → 10:15:40 (38s)``, ``from 10:15:02``, ``until 10:15:40``; never a guess."""
+    if start and end:
+        return "%s → %s%s" % (start, end, " (%s)" % took if took else "")
+    return "from %s" % start if start else "until %s" % end if end else ""
 
 
 def clock(epoch: Any) -> str:
@@ -306,26 +317,35 @@ def failures_of(document: Mapping[str, Any], shown: View) -> Dict[str, Any]:
                else "No single check failed, but the run did:")
     subhead = ""
     if shown.consequential:
-        subhead = "Stopped as a consequence of %s: %d node%s (%s)" % (
-            shown.culprit["host"] if shown.culprit else "the run's cause", len(shown.consequences),
-            "" if len(shown.consequences) == 1 else "s", compact_hosts(shown.consequences, 120))
+        subhead = "Stopped as a consequence of %s: %d of %d node%s (%s)" % (
+            shown.cause, len(shown.consequences), len(shown.subjects), "" if len(shown.subjects) == 1 else "s",
+            compact_hosts(shown.consequences, 120))
     return {"count": count, "nodes": len(failed_nodes), "lines": lines, "why": why, "subhead": subhead,
             "culprit": [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail")}
                         for c in shown.culprit_checks],
-            "own": [group_row(g) for g in shown.failed], "consequential": [group_row(g) for g in shown.consequential]}
+            "own": [group_row(g) for g in shown.failed],
+            "consequential": [dict(group_row(g), of=None) for g in shown.consequential]}
 
 
 def group_row(group: CheckGroup) -> Dict[str, Any]:
     first = group.checks[0]
-    listed = ["%s: %s" % (c.get("node"), c.get("detail")) for c in group.checks[:DETAILS_LISTED_MAX]] \
-        if len(group.checks) > 1 else []
+    listed = [node_detail(c) for c in group.checks[:DETAILS_LISTED_MAX]] if len(group.checks) > 1 else []
     return {"hosts": compact_hosts(group.nodes, 120), "count": len(group.nodes), "of": group.of, "label": group.label,
-            "detail": "%s: %s" % (first.get("node"), first.get("detail")) if len(group.nodes) > 1 else first.get("detail"),
+            "detail": node_detail(first) if len(group.nodes) > 1 else first.get("detail"),
             "listed": listed, "total": len(group.checks), "more": max(0, len(group.checks) - DETAILS_LISTED_MAX)}
 
 
-def log_link(host: str) -> str:
-    """The node's log, fetched beside the reports: logs/<host>/training.log."""
+def node_detail(check: Mapping[str, Any]) -> str:
+    """``node1: stopped at step 3 of 11``; a detail that names its node already is left as it is."""
+    detail = str(check.get("detail") or "")
+    return detail if detail.startswith("%s: " % check.get("node")) else "%s: %s" % (check.get("node"), detail)
+
+
+def log_link(host: str, logs: Optional[Set[str]] = None) -> str:
+    """The node's log, fetched beside the reports: logs/<host>/training.log; empty when it was not collected
+    (``logs``: the nodes whose log is there; None: not known, linked)."""
+    if logs is not None and str(host) not in logs:
+        return ""
     return "logs/%s/training.log" % urllib.parse.quote(str(host), safe="")
 
 
@@ -357,13 +377,20 @@ def straggler_pct(document: Mapping[str, Any]) -> float:
     return float(pct) if is_finite_number(pct) and pct > 0 else DEFAULT_STRAGGLER_PCT
 
 
-def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> Optional[Dict[str, Any]]:
+def outlier_pct(document: Mapping[str, Any]) -> float:
+    """The straggler limit, or the default's where the limit cannot fail (the colours and outliers need a scale)."""
+    return straggler_pct(document) if straggler_pct(document) < 100 else DEFAULT_STRAGGLER_PCT
+
+
+def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str],
+            logs: Optional[Set[str]] = None) -> Optional[Dict[str, Any]]:
     hosts = hosts_of(document, shown)
     if not hosts:
         return None
     values = node_throughput(document, metric) if metric else {}
     median, relative = relative_to_median(values)
-    span = 2 * straggler_pct(document) / 100.0
+    limit_pct = straggler_pct(document)
+    span = 2 * outlier_pct(document) / 100.0    # the colours span twice the straggler limit
     states = node_states(shown)
     failed_checks = failed_labels(shown)
     unit = unit_of(metric)
@@ -379,14 +406,14 @@ def grid_of(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> 
         if host in failed_checks:
             title += " (%s)" % ", ".join(failed_checks[host])
         cells.append({"host": host, "state": state, "colour": colour, "ink": "#fff" if is_dark(colour) else "#1f2328",
-                      "title": title, "mark": MARKS[state], "log": log_link(host),
+                      "title": title, "mark": MARKS[state], "log": log_link(host, logs),
                       "figure": percent(relative[host]) if host in relative else "no value"})
     heading = "%d node%s" % (len(hosts), "" if len(hosts) == 1 else "s")
     if metric and median is not None:
         heading += ", %s against the cluster median %s %s" % (metric, short_number(median), unit)
     present = {states.get(host, PASS) for host in hosts} | ({"no value"} if len(relative) < len(hosts) else set())
-    limit_pct = straggler_pct(document)
     return dict(heading=heading, cells=cells, labelled=len(hosts) <= GRID_LABELS_MAX,
+                logs=any(cell["log"] for cell in cells), limit_cannot_fail=limit_pct >= 100,
                 size=32 if len(hosts) <= 64 else 24 if len(hosts) <= 256 else 20, **grid_legend(span, limit_pct, present))
 
 
@@ -593,7 +620,7 @@ def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: s
     else:
         band, at = band_of(curves)
         culprit = [str(shown.culprit["host"])] if shown.culprit else []
-        picked = outliers(band, at, straggler_pct(document) / 200.0, culprit)
+        picked = outliers(band, at, outlier_pct(document) / 200.0, culprit)
         drawn = [Curve(host, curves[host], CULPRIT_COLOUR if host in culprit else PALETTE[(i + 1) % len(PALETTE)], 1.6)
                  for i, (host, dummy) in enumerate(picked)]
         legend = [{"kind": "band", "colour": BAND_COLOUR, "label": "p10-p90 of %d nodes" % len(curves)},
@@ -602,7 +629,7 @@ def metric_chart(document: Mapping[str, Any], shown: View, metric: str, title: s
             c.label, " (culprit)" if c.label in culprit else "", 100 * dev)) for c, (dummy, dev) in zip(drawn, picked)]
         if not picked:
             legend.append({"kind": "note", "label": "no node more than %s%% from the median" % short_number(
-                straggler_pct(document) / 2)})
+                outlier_pct(document) / 2)})
     legend += [legend_line(level.colour, level.label, level.dash) for level in levels]
     return {"svg": chart_context(title, drawn, band, levels, zero_based, clock), "legend": legend}
 
@@ -623,7 +650,7 @@ def threshold_levels(document: Mapping[str, Any], metric: str) -> List[Level]:
                 source = " from baseline run %s" % baseline.get("run_id") if check.get("source") == "baseline" else ""
                 levels.append(Level(value, "threshold %s%s" % (short_number(value), source), THRESHOLD_COLOUR, "6 4"))
     values = node_throughput(document, metric)
-    if len(values) > 1:
+    if len(values) > 1 and straggler_pct(document) < 100:   # a floor at or below zero cannot fail: not drawn
         floor = statistics.median(values.values()) * (1 - straggler_pct(document) / 100.0)
         levels.append(Level(floor, "straggler limit %s (-%s%% of the median)" % (
             short_number(floor), short_number(straggler_pct(document))), FLOOR_COLOUR, "2 3"))
@@ -732,7 +759,8 @@ def x_ticks(x0: float, x1: float) -> List[float]:
 
 # -- each node, checks, run, every check -----------------------------------------------------------------
 
-def drill_down(document: Mapping[str, Any], shown: View, metric: Optional[str]) -> List[Dict[str, Any]]:
+def drill_down(document: Mapping[str, Any], shown: View, metric: Optional[str],
+               logs: Optional[Set[str]] = None) -> List[Dict[str, Any]]:
     """One <details> per node: its state, last step, throughput against the median, failed checks, steady
     means and a link to its log."""
     hosts = hosts_of(document, shown)
@@ -761,17 +789,22 @@ def drill_down(document: Mapping[str, Any], shown: View, metric: Optional[str]) 
                    "%s %s" % (short_number(stats["mean"]), unit_of(name)))
                   for name, stats in steady.items() if isinstance(stats, dict) and is_finite_number(stats.get("mean"))]
         nodes.append({"host": host, "state": state, "state_word": STATE_WORDS[state], "brief": ", ".join(brief),
-                      "log": log_link(host), "failed": failed.get(host, []), "open": state == "culprit",
+                      "log": log_link(host, logs), "failed": failed.get(host, []), "open": state == "culprit",
                       "facts": [(k, v) for k, v in facts if v not in (None, "")]})
     return nodes
 
 
-def checks_of(shown: View) -> List[Dict[str, str]]:
-    rows = [{"label": g.label, "css": "pass", "status": "pass", "nodes": "all %d%s" % (
+def checks_of(shown: View, document: Mapping[str, Any]) -> List[Dict[str, str]]:
+    """One row per (check, metric): what failed first, the culprit's first, each with every node that failed it
+    (the culprit, on their own, as a consequence); then checks that cannot fail, passed, not judged."""
+    rows = [{"label": row.label, "css": "fail", "status": "fail", "cls": "culprit" if row.culprit else
+             "consequence" if not row.own else "", "nodes": failed_check_text(row, shown.cause)}
+            for row in failed_by_check(shown)]
+    rows += [{"label": g.label, "css": "not_judged", "status": "cannot fail", "cls": "",
+              "nodes": "all %d: %s" % (len(g.nodes), cannot_fail_sentence(g, document))} for g in shown.cannot_fail]
+    rows += [{"label": g.label, "css": "pass", "status": "pass", "cls": "", "nodes": "all %d%s" % (
         len(g.nodes), ("; " + value_range(g)) if value_range(g) else "")} for g in shown.passed]
-    rows += [{"label": g.label, "css": "fail", "status": "fail", "nodes": "%s (%d of %d)" % (
-        compact_hosts(g.nodes, 100), len(g.nodes), g.of)} for g in shown.failed + shown.consequential]
-    rows += [{"label": g.label, "css": "not_judged", "status": "not judged", "nodes": "%s: %d node%s%s" % (
+    rows += [{"label": g.label, "css": "not_judged", "status": "not judged", "cls": "", "nodes": "%s: %d node%s%s" % (
         g.status.replace("_", " "), len(g.nodes), "" if len(g.nodes) == 1 else "s",
         ("; " + value_range(g)) if value_range(g) else "")} for g in shown.not_judged]
     return rows
@@ -825,14 +858,17 @@ def teardown_text(teardown: Any) -> Optional[str]:
 
 
 def every_check_of(document: Mapping[str, Any]) -> Dict[str, Any]:
-    """Every check by node, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass first and the
-    rest left to results.json (the page stays light at 500 nodes)."""
-    checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)),
-                    key=lambda c: natural_key(str(c.get("node"))))
+    """Every check by node, the culprit's first, collapsed; above EVERY_CHECK_ROWS rows, those that did not pass
+    first and the rest left to results.json (the page stays light at 500 nodes)."""
+    culprit = str((document.get("culprit") or {}).get("host")) if isinstance(document.get("culprit"), dict) else None
+
+    def by_node(check: Mapping[str, Any]) -> Tuple[bool, Any]:
+        return str(check.get("node")) != culprit, natural_key(str(check.get("node")))
+    checks = sorted((c for c in document.get("checks") or [] if isinstance(c, dict)), key=by_node)
     shown = checks
     if len(checks) > EVERY_CHECK_ROWS:
         shown = ([c for c in checks if c.get("status") != PASS] + [c for c in checks if c.get("status") == PASS])
-        shown = sorted(shown[:EVERY_CHECK_ROWS], key=lambda c: natural_key(str(c.get("node"))))
+        shown = sorted(shown[:EVERY_CHECK_ROWS], key=by_node)
     rows = [{"node": c.get("node"), "label": check_label(c), "detail": c.get("detail"),
              "css": "not_judged" if c.get("status") in NOT_JUDGED else c.get("status"),
              "status": "not judged" if c.get("status") in NOT_JUDGED else c.get("status")} for c in shown]

@@ -10,6 +10,10 @@ from ``checks`` or left out. Everything here is presentation; judging is ``_metr
 """
 from __future__ import annotations
 
+import json
+import os
+import re
+import shlex
 import statistics
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -69,6 +73,10 @@ class View(NamedTuple):
     subjects: List[str]                       # every node (and job) judged, natural order
     # real-framework runs on simulated nodes: {"real": [...], "simulated": [...]}; None otherwise
     realism: Optional[Dict[str, List[str]]] = None
+    # (check, metric) whose bound no value can miss (a straggler limit of 100 % or more): said, never drawn
+    cannot_fail: Tuple[CheckGroup, ...] = ()
+    cause: str = ""                           # what the consequences are consequences of: a host, "the interrupt"
+    judged: Optional[Mapping[str, int]] = None  # check name -> how many nodes it judged
 
 
 def unique(items: Iterable[str]) -> List[str]:
@@ -128,17 +136,54 @@ def cause_first(checks: Sequence[Dict[str, Any]], culprit: Mapping[str, Any]) ->
     return sorted(checks, key=rank)
 
 
+def interrupted_by(document: Mapping[str, Any]) -> Optional[str]:
+    """The signal (or words) of an interrupted run: every node's stop is its consequence."""
+    stop = document.get("stop")
+    return str(stop["interrupted"]) if isinstance(stop, Mapping) and stop.get("interrupted") else None
+
+
+def consequences_of(document: Mapping[str, Any], checks: Sequence[Mapping[str, Any]],
+                    culprit_host: Optional[str]) -> List[str]:
+    """The nodes stopped by the culprit; in an interrupted run, every node that stopped (the interrupt's doing)."""
+    named = [str(h) for h in document.get("consequences") or [] if str(h) != culprit_host]
+    if interrupted_by(document) and not culprit_host:
+        named += [str(c.get("node")) for c in checks if c.get("status") == FAIL and c.get("check") in STOPPED_CHECKS]
+    return unique(named)
+
+
+def run_cause_name(document: Mapping[str, Any]) -> str:
+    """``the run's hang``: what stopped every node when no node stands out."""
+    run_cause = document.get("run_cause")
+    return "the run's %s" % run_cause["class"] if isinstance(run_cause, Mapping) and run_cause.get("class") \
+        else "the run's cause"
+
+
+def cannot_fail(check: Mapping[str, Any]) -> bool:
+    """A straggler limit of 100 % or more puts the floor at or below zero: no throughput can fall under it."""
+    return (check.get("check") == "straggler" and check.get("status") == PASS
+            and is_finite_number(check.get("expected")) and check["expected"] <= 0)
+
+
+def cannot_fail_sentence(group: CheckGroup, document: Mapping[str, Any]) -> str:
+    """``straggler tokens_per_sec_per_gpu cannot fail: its limit 1000% of the median puts the floor below zero``."""
+    pct = document.get("straggler_pct")
+    limit = "its limit %s%% below the median" % short_number(pct) if is_finite_number(pct) else "its limit"
+    return "%s cannot fail: %s puts the floor at or below zero, under any throughput (set results_straggler_pct " \
+           "below 100 to judge it)" % (group.label, limit)
+
+
 def view(document: Mapping[str, Any]) -> View:
     checks: List[Dict[str, Any]] = [c for c in document.get("checks") or [] if isinstance(c, dict)]
     culprit = culprit_of(document)
     culprit_host = str(culprit["host"]) if culprit else None
-    consequences = [str(h) for h in document.get("consequences") or [] if str(h) != culprit_host]
+    consequences = consequences_of(document, checks, culprit_host)
     consequence_set = set(consequences)
     of = judged_counts(checks)
     failed = [c for c in checks if c.get("status") == FAIL]
     failing_keys = {(str(c.get("check")), c.get("metric")) for c in failed}
     stopped = [c for c in failed if str(c.get("node")) in consequence_set and is_consequential(c)]
     stopped_ids = {id(c) for c in stopped}
+    interrupt = interrupted_by(document)
     return View(
         verdict=str(document.get("verdict") or "FAIL"),
         headline=headline(document),
@@ -148,13 +193,61 @@ def view(document: Mapping[str, Any]) -> View:
         culprit_checks=cause_first([c for c in failed if str(c.get("node")) == culprit_host], culprit or {}),
         failed=group_checks([c for c in failed if id(c) not in stopped_ids and str(c.get("node")) != culprit_host], of),
         consequential=group_checks(stopped, of),
-        passed=group_checks([c for c in checks if c.get("status") == PASS
+        passed=group_checks([c for c in checks if c.get("status") == PASS and not cannot_fail(c)
                              and (str(c.get("check")), c.get("metric")) not in failing_keys], of),
         not_judged=group_checks([c for c in checks if c.get("status") in NOT_JUDGED], of),
         unjudged=unjudged_of(document, checks),
         subjects=sorted(unique(str(c.get("node")) for c in checks), key=natural_key),
         realism=realism_of(document),
+        cannot_fail=tuple(group_checks([c for c in checks if cannot_fail(c)
+                                        and (str(c.get("check")), c.get("metric")) not in failing_keys], of)),
+        cause=culprit_host or ("the interrupt (%s)" % interrupt if interrupt else run_cause_name(document)),
+        judged=of,
     )
+
+
+class FailedCheck(NamedTuple):
+    """One failed (check, metric) over every node that failed it: the culprit, the others on their own, the
+    nodes stopped as a consequence. ``nodes`` is all of them, so that its count is the check's."""
+    label: str
+    nodes: List[str]
+    of: int
+    culprit: Optional[str]
+    own: List[str]
+    consequences: List[str]
+
+
+def failed_by_check(shown: View) -> List[FailedCheck]:
+    """Every failed (check, metric) once, the culprit's first (its cause first), then by CHECK_ORDER."""
+    rows: Dict[str, Dict[str, Any]] = {}
+    for check in shown.culprit_checks:
+        rows.setdefault(check_label(check), {"check": str(check.get("check")), "culprit": str(check.get("node")),
+                                             "own": [], "consequences": []})
+    others = sorted([(g, "own") for g in shown.failed] + [(g, "consequences") for g in shown.consequential],
+                    key=lambda item: check_rank(item[0].checks[0]))
+    for group, part in others:
+        rows.setdefault(group.label, {"check": group.check, "culprit": None, "own": [], "consequences": []})[part] += \
+            group.nodes
+    result = []
+    for label, row in rows.items():
+        nodes = sorted(unique(([row["culprit"]] if row["culprit"] else []) + row["own"] + row["consequences"]),
+                       key=natural_key)
+        of = max(len(nodes), (shown.judged or {}).get(row["check"], 0))
+        result.append(FailedCheck(label, nodes, of, row["culprit"], row["own"], row["consequences"]))
+    return result
+
+
+def failed_check_text(row: FailedCheck, cause: str, width: int = 100) -> str:
+    """``node[1-2] (2 of 2): node2 culprit; node1 stopped as a consequence of node2``."""
+    parts = []
+    if row.culprit:
+        parts.append("%s culprit" % row.culprit)
+    if row.own:
+        parts.append("%s on %s own" % (compact_hosts(row.own, width), "its" if len(row.own) == 1 else "their"))
+    if row.consequences:
+        parts.append("%s stopped as a consequence of %s" % (compact_hosts(row.consequences, width), cause))
+    text = "%s (%d of %d)" % (compact_hosts(row.nodes, width), len(row.nodes), row.of)
+    return text + (": " + "; ".join(parts) if row.culprit or row.consequences else "")
 
 
 def headline(document: Mapping[str, Any]) -> str:
@@ -181,6 +274,56 @@ def unjudged_of(document: Mapping[str, Any], checks: Sequence[Mapping[str, Any]]
         return [u if isinstance(u, dict) else {"metric": str(u), "reason": ""} for u in listed]
     metrics = unique(str(c.get("metric")) for c in checks if c.get("status") == "no_threshold")
     return [{"metric": metric, "reason": "no threshold set"} for metric in metrics]
+
+
+# The unjudged reasons that a threshold would cure (not "info only" or "not enforced", which are the config's choice).
+WANTS_A_THRESHOLD = ("no threshold set", "no cell of ")
+KEEP_BASELINE = "clusterval.training.keep_baseline"
+
+
+def baseline_path(document: Mapping[str, Any]) -> str:
+    """Where ``keep_baseline`` keeps a run of this config: ``baselines/<config>.json`` beside the run directories."""
+    run_dir = str(document.get("run_dir") or "runs/<run id>").rstrip("/")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(document.get("config_name") or "run"))
+    return os.path.join(os.path.dirname(run_dir) or ".", "baselines", "%s.json" % name)
+
+
+def nested(path: str, value: Any) -> Any:
+    """``model_params.multi_node["llama3.1-70b"].mi300x.result_dict.tokens`` as nested objects ending in value."""
+    keys = [quoted or plain for quoted, plain in re.findall(r'\["((?:[^"\\]|\\.)*)"\]|([^.\[\]]+)', path)]
+    for key in reversed(keys):
+        value = {key: value}
+    return value
+
+
+def expectations(document: Mapping[str, Any], shown: View) -> List[str]:
+    """A PASS whose metrics lack a threshold: how to judge them, with the exact names: the config's key (or the
+    threshold file's cell), an override for one run, this run kept as the baseline of the next; else []."""
+    wanting = sorted((u for u in shown.unjudged if str(u.get("reason") or "").startswith(WANTS_A_THRESHOLD)),
+                     key=lambda u: THROUGHPUT_PREFERENCE.index(u.get("metric"))
+                     if u.get("metric") in THROUGHPUT_PREFERENCE else len(THROUGHPUT_PREFERENCE))
+    summary = document.get("summary") if isinstance(document.get("summary"), Mapping) else {}
+    if not wanting or shown.verdict != "PASS" or not summary.get("cluster"):
+        return []
+    metrics = unique(str(u.get("metric")) for u in wanting)
+    lines = ["To judge %s, set what %s must reach, in any of these ways:" % (
+        ", ".join(metrics), "it" if len(metrics) == 1 else "each")]
+    cell = document.get("threshold_file") if isinstance(document.get("threshold_file"), Mapping) else None
+    paths = [str(u["path"]) for u in wanting if u.get("path")]
+    if cell and cell.get("path"):
+        named = cell.get("cell") or (re.findall(r"no cell named (\S+)", str(cell.get("note") or "")) or ["<the sweep's>"])[0]
+        lines.append('the threshold file %s: in its cell %s, "%s": {"kind": "min", "value": <number>}'
+                     % (cell["path"], named, metrics[0]))
+    elif paths:
+        lines.append("the config %s: %s" % (document.get("config_path") or "", ", ".join(paths)))
+        lines.append("for one run: -e %s" % shlex.quote(json.dumps({"training_overrides_extra": nested(
+            paths[0], "<number>")})))
+    keep = shlex.quote(baseline_path(document))
+    lines.append("this run as the baseline: ansible-playbook %s -e training_run_dir=%s -e training_baseline=%s"
+                 % (KEEP_BASELINE, shlex.quote(str(document.get("run_dir"))), keep))
+    lines.append("then, on the next run: -e training_baseline=%s (its steady means, less training_baseline_tolerance "
+                 "(5 %%), are the thresholds)" % keep)
+    return lines
 
 
 def hosts_of(document: Mapping[str, Any], shown: View) -> List[str]:

@@ -189,9 +189,27 @@ def epoch_of_run_id(run_id: Any) -> Optional[float]:
     return moment.timestamp()
 
 
+# A judged run's failed checks that say the training itself failed (a node's error, exit, stall, unfinished run,
+# non-finite loss); any other failed check (a threshold, a straggler, the loss's trend) fails the verdict.
+TRAINING_CHECKS = ("errors", "exit_code", "progress", "completion", "finite")
+
+
+def failed_stage(verdict: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Where a judged FAIL failed: ``training`` (a node's failure, a run cause), else ``verdict`` (the figures the
+    training produced); None for a PASS or a run not judged."""
+    if not verdict or verdict.get("verdict") != "FAIL":
+        return None
+    checks = [c for c in verdict.get("checks") or [] if isinstance(c, Mapping) and c.get("status") == "fail"]
+    if verdict.get("culprit") or verdict.get("run_cause") or any(c.get("check") in TRAINING_CHECKS for c in checks):
+        return "training"
+    return "verdict"
+
+
 def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: Mapping[str, Any],
-             judged: bool, teardown: Optional[Mapping[str, Any]], fabric_ran: bool = False) -> List[Dict[str, Any]]:
+             judged: bool, teardown: Optional[Mapping[str, Any]], fabric_ran: bool = False,
+             failed_at: Optional[str] = None) -> List[Dict[str, Any]]:
     """The run's stages in order, each {stage, outcome (ok|failed|interrupted|not reached|skipped), start, end}.
+    ``failed_at``: the stage a judged run failed in (``failed_stage``); a stage not reached has no times.
 
     ``times``: what is known of when: ``planned`` (the run id's time), ``launched`` (the nodes' containers
     started: the reports' start call), ``watch_started``/``watch_ended`` (the watch's files), ``now``.
@@ -203,7 +221,7 @@ def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: 
         index = STAGES.index("training") if times.get("watch_started") else STAGES.index("preflight")
     teardown_failed = any((o or {}).get("unreachable") or (o or {}).get("ok") is False
                           for o in (teardown or {}).values())
-    start_of = {"plan": times.get("planned"), "preflight": times.get("planned"),
+    start_of = {"plan": times.get("planned"),
                 "training": times.get("watch_started"), "verdict": times.get("watch_ended"),
                 "teardown": times.get("watch_ended") if judged else None, "reports": now}
     end_of = {"container start": times.get("launched"), "training": times.get("watch_ended"),
@@ -216,7 +234,7 @@ def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: 
             outcome = "failed" if name == "teardown" and teardown_failed else (
                 "ok" if name == "reports" or teardown is not None else "not reached")
         elif index is None:
-            outcome = "ok" if judged or name != "verdict" else "not reached"
+            outcome = "failed" if name == failed_at else "ok" if judged or name != "verdict" else "not reached"
         elif position < index:
             outcome = "ok"
         elif position == index:
@@ -225,7 +243,9 @@ def timeline(plan: Mapping[str, Any], stop: Optional[Mapping[str, Any]], times: 
             outcome = "not reached"
         if name == "fabric" and outcome == "ok" and not fabric_ran:
             outcome = "skipped"
-        rows.append({"stage": name, "outcome": outcome, "start": start_of.get(name), "end": end_of.get(name)})
+        reached = outcome not in ("not reached", "skipped")
+        rows.append({"stage": name, "outcome": outcome, "start": start_of.get(name) if reached else None,
+                     "end": end_of.get(name) if reached else None})
     return rows
 
 
@@ -353,17 +373,38 @@ def host_records(failed_tasks: Optional[Mapping[str, Any]], failures: Optional[M
                      "reached": (reached or {}).get(h) or ""} for h in hosts}
 
 
-def stop_and_stages(plan: Mapping[str, Any], run_dir: str, judged: bool, stop_reason: Optional[str],
-                    hosts: Mapping[str, Any], active: Optional[Sequence[str]], teardown: Optional[Mapping[str, Any]],
-                    fabric_ran: bool = False, interrupted: Optional[str] = None,
+def stop_and_stages(plan: Mapping[str, Any], run_dir: str, verdict: Optional[Mapping[str, Any]],
+                    stop_reason: Optional[str], hosts: Mapping[str, Any], active: Optional[Sequence[str]],
+                    teardown: Optional[Mapping[str, Any]], fabric_ran: bool = False, interrupted: Optional[str] = None,
                     stage: Optional[str] = None) -> Tuple[Optional[Dict[str, Any]], List[Dict[str, Any]]]:
-    """The stop section (None for a run judged to its end) and the timeline, from the playbook's records and
-    the run directory."""
+    """The stop section (None for a run judged to its end) and the timeline, from the playbook's records, the
+    verdict (None: not judged) and the run directory (the fabric gate's record, when the playbook gave none)."""
+    judged = bool(verdict and verdict.get("verdict"))
     interrupted = interrupted or interruption(run_dir, plan)
     stop = None
     if not judged or interrupted:
         stop = stop_section(plan, hosts, active, stop_reason, started_hosts(run_dir, plan), interrupted, stage)
-    return stop, timeline(plan, stop, known_times(run_dir, plan), judged and not interrupted, teardown, fabric_ran)
+    fabric_ran = fabric_ran or gate_ran(recorded_fabric(run_dir, plan))
+    return stop, timeline(plan, stop, known_times(run_dir, plan), judged and not interrupted, teardown, fabric_ran,
+                          failed_stage(verdict))
+
+
+FABRIC_FILE = "fabric.json"   # the fabric gate's verdict, kept for a report written after an interrupt
+
+
+def gate_ran(fabric: Optional[Mapping[str, Any]]) -> bool:
+    """The fabric gate measured something (a gate that could not run says ``not_run``)."""
+    return bool(fabric) and not (fabric or {}).get("not_run")
+
+
+def record_fabric(run_dir: str, run_id: str, fabric: Mapping[str, Any]) -> None:
+    """Keep the fabric gate's verdict in the run's watch directory: the guard's report of an interrupt shows it."""
+    _atomic.write_json(os.path.join(run_watch_dir(run_dir, run_id), FABRIC_FILE), dict(fabric), makedirs=True)
+
+
+def recorded_fabric(run_dir: str, plan: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    data = _atomic.read_json(os.path.join(run_watch_dir(run_dir, str(plan.get("run_id") or "run")), FABRIC_FILE))
+    return data if isinstance(data, dict) and data else None
 
 
 # -- a reused run directory -----------------------------------------------------------------------------------

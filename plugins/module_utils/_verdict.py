@@ -40,7 +40,9 @@ def judged_and_unjudged(plan: Mapping[str, Any]) -> Dict[str, Any]:
         if reason is None:
             judged.append(metric)
         else:
-            unjudged.append({"metric": metric, "reason": reason})
+            # The config's key of the threshold, for the reports' "how to judge it" (docs/results.md).
+            unjudged.append(dict({"metric": metric, "reason": reason},
+                                 **({"path": threshold["path"]} if threshold.get("path") else {})))
     return {"judged": sorted(set(judged)), "unjudged": unjudged}
 
 

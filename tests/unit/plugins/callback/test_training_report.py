@@ -254,3 +254,14 @@ def test_the_guard_is_told_how_this_controller_reached_the_nodes(monkeypatch, tm
     assert training_report.controller_reach() == {
         "ansible_playbook": str(program), "inventories": ["inv/hosts.yml"], "cwd": str(tmp_path),
         "extra_vars": ["training_hosts=node1", "@vars.yml"]}
+
+
+def test_the_fabric_gates_verdict_is_kept_for_the_report_of_an_interrupt(callback, tmp_path):
+    """Set by the fabric role (set_fact fabric_result): kept in the run's watch directory, where the guard reads it."""
+    from ansible_collections.clusterval.training.plugins.module_utils import _results
+    plugin = callback()
+    plan = {"run_id": "20261121T101500Z-r1", "nodes": {"node1": {}}}
+    plugin.observe_run("localhost", "clusterval.training.training_plan", {"plan": plan, "run_dir": str(tmp_path)})
+    fabric = {"failed": False, "msg": "fabric gate PASS on 2 nodes", "lines": []}
+    plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"fabric_result": fabric}}))
+    assert _results.recorded_fabric(str(tmp_path), plan) == fabric

@@ -128,7 +128,8 @@ def test_changeme_thresholds_are_not_set_and_directions_are_right():
     assert by_metric["elapsed_time_per_iteration"]["direction"] == "lower"
     assert by_metric["elapsed_time_per_iteration"]["kind"] == "max"
     assert by_metric["tokens_per_gpu"] == {"metric": "tokens_per_gpu", "kind": "min", "value": 6500.0,
-                                           "direction": "higher", "set": True}
+                                           "direction": "higher", "set": True,
+                                           "path": "model_params.single_node.llama3_1_8b.mi300x.result_dict.tokens_per_gpu"}
 
 
 def test_user_id_resolves_to_the_remote_user_and_the_run_dir_follows():

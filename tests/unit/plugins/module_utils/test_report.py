@@ -216,7 +216,7 @@ def test_html_leads_with_the_verdict_then_the_failures(crash512):
     failures = page[page.index("<h2>Failures"):page.index("<h2>Nodes")]
     rows = re.findall(r"<tr class=\"([a-z]*)\">", failures)
     assert rows[:3] == ["culprit"] * 3 and rows[-1] == "consequence"
-    assert "Stopped as a consequence of node017: 511 nodes" in failures
+    assert "Stopped as a consequence of node017: 511 of 512 nodes" in failures
     assert "node[005,040,300] <small>(3 of 512)</small>" in failures
 
 
@@ -274,7 +274,7 @@ def test_html_curves_at_a_few_nodes_are_one_per_node():
 
 def test_html_pass_says_what_was_not_judged_and_shows_the_model():
     page = _report.html_report(synthetic_document(2, 40, stragglers=()))
-    assert '<div class="verdict PASS"><b>PASS</b>(throughput not judged' in page
+    assert '<div class="verdict PASS"><b>PASS</b> (throughput not judged' in page
     assert "<b>Not judged:</b> tflops_per_sec_per_gpu (no threshold set)" in page
     assert "No check failed." in page
     assert "llama3.1-70b, 70.6 B parameters (emb_dim 8192, num_layers 80" in page
@@ -518,3 +518,13 @@ def test_every_report_of_a_real_framework_run_says_what_was_real_and_what_was_si
     console = " ".join(line.strip() for line in _console.verdict_lines(doc))
     assert sentence in console
     assert "REAL:" not in " ".join(_console.verdict_lines(document()))
+
+
+def test_results_json_lists_the_culprits_checks_first_and_marks_the_consequences():
+    outcome = synthetic_document(4, 30, crash_at=10, culprit=3)
+    document = _report.results_document(outcome, "2026-11-21T10:25:00Z")
+    failed = [c for c in document["checks"] if c["status"] == "fail"]
+    assert [c["node"] for c in document["checks"][:3]] == ["node003"] * 3 and document["checks"][0]["check"] == "errors"
+    assert all("consequence_of" not in c for c in failed if c["node"] == "node003")
+    assert {c["consequence_of"] for c in failed if c["node"] != "node003"} == {"node003"}
+    assert len(document["checks"]) == len(outcome["checks"]) and "consequence_of" not in json.dumps(outcome["checks"])

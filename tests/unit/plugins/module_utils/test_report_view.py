@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+import shlex
+
 from synthetic_results import synthetic_document
 
 from ansible_collections.clusterval.training.plugins.module_utils import _report_view
@@ -98,3 +101,45 @@ def test_throughput_per_node_and_relative_to_the_median():
     del doc["summary"]
     assert _report_view.node_throughput(doc, metric).keys() == values.keys()   # from the series
     assert _report_view.relative_to_median({}) == (None, {})
+
+
+def test_a_pass_without_thresholds_says_how_to_set_each_with_the_exact_names():
+    document = synthetic_document(2, 30, stragglers=())
+    document.update(config_path="/c/jax.json", run_dir="/runs/r 1", unjudged=[
+        {"metric": "tflops_per_sec_per_gpu", "reason": "no threshold set",
+         "path": 'model_params.multi_node["llama3.1-70b"].mi300x.result_dict.tflops_per_sec_per_gpu'}])
+    lines = _report_view.expectations(document, _report_view.view(document))
+    assert lines[0] == "To judge tflops_per_sec_per_gpu, set what it must reach, in any of these ways:"
+    assert lines[1] == ('the config /c/jax.json: '
+                        'model_params.multi_node["llama3.1-70b"].mi300x.result_dict.tflops_per_sec_per_gpu')
+    override = json.loads(shlex.split(lines[2].split(": ", 1)[1])[1])
+    assert override == {"training_overrides_extra": {"model_params": {"multi_node": {"llama3.1-70b": {"mi300x": {
+        "result_dict": {"tflops_per_sec_per_gpu": "<number>"}}}}}}}
+    keep = shlex.split(lines[3].split(": ", 1)[1])
+    assert keep == ["ansible-playbook", "clusterval.training.keep_baseline", "-e", "training_run_dir=/runs/r 1",
+                    "-e", "training_baseline=/runs/baselines/synthetic_2.json"]
+    assert lines[4].startswith("then, on the next run: -e training_baseline=/runs/baselines/synthetic_2.json ")
+
+
+def test_the_threshold_file_and_its_cell_are_named_and_a_fail_or_a_judged_run_gets_no_advice():
+    document = synthetic_document(2, 30, stragglers=())
+    document.update(threshold_file={"path": "/c/t.json", "cell": None, "note": "t.json: no cell named NNODES=2,STEPS=30 "
+                                    "(the sweep's cell; the file has X); its metrics are reported, not judged"},
+                    unjudged=[{"metric": "tokens_per_sec_per_gpu", "reason": "no cell of t.json for this run"}])
+    lines = _report_view.expectations(document, _report_view.view(document))
+    assert lines[1] == ('the threshold file /c/t.json: in its cell NNODES=2,STEPS=30, "tokens_per_sec_per_gpu": '
+                        '{"kind": "min", "value": <number>}')
+    assert _report_view.expectations(dict(document, unjudged=[]), _report_view.view(dict(document, unjudged=[]))) == []
+    crash = synthetic_document(4, 30, crash_at=10, culprit=2)
+    assert _report_view.expectations(crash, _report_view.view(crash)) == []
+
+
+def test_every_failed_check_counts_every_node_that_failed_it_the_culprits_first():
+    shown = _report_view.view(synthetic_document(64, 60, crash_at=41))
+    rows = {row.label: row for row in _report_view.failed_by_check(shown)}
+    assert list(rows)[:3] == ["errors crash", "exit_code", "completion step"]
+    assert (len(rows["completion step"].nodes), rows["completion step"].of) == (64, 64)
+    assert _report_view.failed_check_text(rows["completion step"], shown.cause) == (
+        "node[001-064] (64 of 64): node017 culprit; node[001-016,018-064] stopped as a consequence of node017")
+    assert _report_view.failed_check_text(rows["straggler tokens_per_sec_per_gpu"], shown.cause) == \
+        "node[005,040] (2 of 64)"

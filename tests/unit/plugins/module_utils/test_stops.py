@@ -31,7 +31,7 @@ def records(failed=None, msgs=None, reached=None):
 
 
 def write(tmp_path, hosts, judged=False, verdict=None, teardown=None, interrupted=None, stage=None):
-    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), judged, ECHO, hosts, None, teardown,
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), verdict if judged else None, ECHO, hosts, None, teardown,
                                             interrupted=interrupted, stage=stage)
     return reported_run(PLAN, str(tmp_path), verdict, ECHO, teardown, stop=stop, stages=stages)
 
@@ -117,10 +117,38 @@ def test_an_interrupted_run_keeps_its_checks_but_never_its_pass(tmp_path):
 
 
 def test_a_run_judged_to_its_end_has_no_stop_and_a_timeline_of_done_stages(tmp_path):
-    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), True, None, {}, None, {"node1": {"ok": True}})
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), {"verdict": "PASS"}, None, {}, None,
+                                            {"node1": {"ok": True}})
     assert stop is None
     assert [s["outcome"] for s in stages] == ["ok", "ok", "skipped", "ok", "ok", "ok", "ok", "ok", "ok"]
     assert stages[0]["start"] == _results.epoch_of_run_id(PLAN["run_id"]) == 1795688100.0
+
+
+def test_a_judged_fail_fails_the_stage_it_failed_in_and_a_stage_not_reached_has_no_times(tmp_path):
+    crash = {"verdict": "FAIL", "culprit": {"host": "node2"}, "checks": [
+        {"node": "node2", "check": "errors", "status": "fail"}]}
+    slow = {"verdict": "FAIL", "culprit": None, "checks": [
+        {"node": "node2", "check": "threshold", "metric": "tokens_per_sec_per_gpu", "status": "fail"}]}
+    times = {"planned": 1.0, "launched": 5.0, "watch_started": 6.0, "watch_ended": 9.0, "now": 10.0}
+    for verdict, stage in ((crash, "training"), (slow, "verdict")):
+        stages = _results.timeline(PLAN, None, times, True, {}, True, _results.failed_stage(verdict))
+        assert [s["stage"] for s in stages if s["outcome"] == "failed"] == [stage]
+        assert {s["stage"]: s["outcome"] for s in stages}["reports"] == "ok"
+    stop = {"stage": "training", "interrupted": "SIGINT"}
+    stages = {s["stage"]: s for s in _results.timeline(PLAN, stop, times, False, None)}
+    assert stages["training"]["outcome"] == "interrupted"
+    assert stages["verdict"] == {"stage": "verdict", "outcome": "not reached", "start": None, "end": None}
+
+
+def test_the_fabric_gate_recorded_at_the_start_is_not_skipped_in_a_later_report(tmp_path):
+    _results.record_fabric(str(tmp_path), PLAN["run_id"], {"failed": False, "msg": "fabric gate PASS"})
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), None, None, {}, None, None, interrupted="SIGINT",
+                                            stage="training")
+    assert {s["stage"]: s["outcome"] for s in stages}["fabric"] == "ok"
+    _results.record_fabric(str(tmp_path), PLAN["run_id"], {"not_run": "no rccl-tests in the image"})
+    stop, stages = _results.stop_and_stages(PLAN, str(tmp_path), None, None, {}, None, None, interrupted="SIGINT",
+                                            stage="training")
+    assert {s["stage"]: s["outcome"] for s in stages}["fabric"] == "skipped"
 
 
 def test_a_failed_teardown_is_a_failed_stage():
