@@ -18,10 +18,16 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     is_documentation_key, require_dict, to_bool, type_name, without_documentation)
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, TORCHTITAN
 
 SCHEMA_VERSION = 1
-FRAMEWORKS = {"jaxmaxtext": MAXTEXT, "megatron_single": MEGATRON, "megatron_distributed": MEGATRON}
+FRAMEWORKS = {"jaxmaxtext": MAXTEXT, "megatron_single": MEGATRON, "megatron_distributed": MEGATRON,
+              "torchtitan_single": TORCHTITAN, "torchtitan_distributed": TORCHTITAN}
+# A combination's batch and precision -> the engine's model_params keys, per stack.
+COMBINATION_KEYS = {MEGATRON: {"micro_batch_size": "micro_batch_size", "global_batch_size": "batch_size",
+                               "precision": "precision"},
+                    TORCHTITAN: {"micro_batch_size": "micro_batch_size", "global_batch_size": "global_batch_size",
+                                 "precision": "precision"}}
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.\-]+)\}")
 USER_ID = "user-id"
 # config keys of the engine for the suite's nccl block (cvs exports only the first four; tc, sl and
@@ -90,7 +96,7 @@ def to_engine(data: Mapping[str, Any], sweep: Optional[str] = None) -> Versioned
     resolved = resolve_paths(data)
     if framework == MAXTEXT:
         return maxtext_document(resolved, sweep)
-    return megatron_document(resolved, sweep)
+    return sweep_document(resolved, sweep, framework)
 
 
 def origin(path: str, origins: Sequence[Tuple[str, str]]) -> str:
@@ -365,7 +371,8 @@ def run_labels(framework: str, params: Mapping[str, Any]) -> Dict[str, Any]:
         quantization = str(params.get("quantization") or "").lower()
         return {"BATCH": params.get("per_device_batch_size"), "SEQLEN": params.get("max_target_length"),
                 "PRECISION": "FP8" if "fp8" in quantization else quantization.upper() or "BF16"}
-    return {"MBS": params.get("micro_batch_size"), "GBS": params.get("batch_size"),
+    gbs = params.get("global_batch_size") if framework == TORCHTITAN else params.get("batch_size")
+    return {"MBS": params.get("micro_batch_size"), "GBS": gbs,
             "PRECISION": params.get("precision"), "SEQLEN": params.get("sequence_length")}
 
 
@@ -412,7 +419,8 @@ def warn_unused_top(data: Mapping[str, Any], used: set, warnings: List[str]) -> 
 
 # -- Megatron-LM --------------------------------------------------------------------------------
 
-def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versioned:
+def sweep_document(data: Mapping[str, Any], wanted: Optional[str], framework: str) -> Versioned:
+    """Megatron-LM's and TorchTitan's layout: config, flat model_params, sweep.combinations."""
     warnings: List[str] = []
     origins: List[Tuple[str, str]] = []
     sweep = require_dict(data, "sweep", "")
@@ -425,26 +433,26 @@ def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Version
     params = without_documentation(dict(require_dict(data, "model_params", "")))
     model = params.pop("model_name", None)
     if not isinstance(model, str) or not model:
-        raise ConfigError("model_params.model_name", "the model's name (it selects the Megatron-LM script)", show(model))
-    for key, engine_key in (("micro_batch_size", "micro_batch_size"), ("global_batch_size", "batch_size"),
-                            ("precision", "precision")):
+        raise ConfigError("model_params.model_name", "the model's name (it selects the %s model)"
+                          % ("Megatron-LM script" if framework == MEGATRON else "TorchTitan"), show(model))
+    keys = COMBINATION_KEYS[framework]
+    for key, engine_key in keys.items():
         if combo.get(key) not in (None, ""):
             params[engine_key] = combo[key]
     for key in combo:
         if key not in ("name", "micro_batch_size", "global_batch_size", "precision") and not is_documentation_key(key):
             note = "the threshold file judges the run" if key == "result_dict" else "clusterval.training does not use it"
             warnings.append("%s: ignored (%s)" % (join_path(combo_path, key), note))
-    distributed = data["framework"] == "megatron_distributed"
+    distributed = data["framework"].endswith("_distributed")
     mode = "multi_node" if distributed else "single_node"
     gpu_arch = str(data.get("gpu_arch") or "gpu")
     params_path = join_path(join_path(join_path("model_params", mode), model), gpu_arch)
     origins += [(params_path, "model_params")]
-    origins += [(join_path(params_path, engine), join_path(combo_path, key)) for key, engine in
-                (("micro_batch_size", "micro_batch_size"), ("global_batch_size", "batch_size"),
-                 ("precision", "precision")) if combo.get(key) not in (None, "")]
+    origins += [(join_path(params_path, engine), join_path(combo_path, key)) for key, engine in keys.items()
+                if combo.get(key) not in (None, "")]
     config = dict(require_dict(data, "config", ""))
     config.update(container_settings(require_dict(data, "container", ""), origins, warnings))
-    config.update(framework=MEGATRON, distributed_training=str(distributed))
+    config.update(framework=framework, distributed_training=str(distributed))
     warn_unused_top(data, {"schema_version", "framework", "gpu_arch", "enforce_thresholds", "threshold_json",
                            "config", "model_params", "container", "sweep", "scaling_baseline"}, warnings)
     document = {"config": config, "model_params": {mode: {model: {gpu_arch: params}}}}
