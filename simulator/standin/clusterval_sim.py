@@ -402,13 +402,20 @@ def run_guarded(body: Callable[[], int], exit_zero_on_failure: Callable[[], bool
 
 def torchrun_topology(argv: list[str]) -> tuple[dict, int]:
     """torchrun's options (--nproc_per_node N --nnodes N --node_rank R --master_addr A --master_port P, or
-    --option=value) before the script: the topology, and the index of the script in ``argv``."""
-    topology: dict = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500}
+    --option=value; c10d's --rdzv_endpoint A:P; --rdzv_id, --rdzv_backend, --role, --tee taken as given; the flag
+    --module) before the script: the topology, and the index of the script (or module) in ``argv``."""
+    topology: dict = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500, "module": False}
     names = {"--nproc_per_node": ("gpus", int), "--nnodes": ("nnodes", int), "--node_rank": ("rank", int),
-             "--master_addr": ("master", str), "--master_port": ("port", int)}
+             "--master_addr": ("master", str), "--master_port": ("port", int), "--rdzv_endpoint": ("endpoint", str),
+             "--rdzv_id": ("rdzv_id", str), "--rdzv_backend": ("rdzv_backend", str), "--role": ("role", str),
+             "--tee": ("tee", str)}
     index = 0
     while index < len(argv) and argv[index].startswith("--"):
         option, _sep, inline = argv[index].partition("=")
+        if option in ("--module", "-m"):
+            topology["module"] = True
+            index += 1
+            continue
         if option not in names:
             raise SimFailure([f"torchrun: error: unrecognized arguments: {argv[index]}"], exit_code=2)
         raw = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")
@@ -418,4 +425,9 @@ def torchrun_topology(argv: list[str]) -> tuple[dict, int]:
             topology[key] = kind(raw)
         except ValueError:
             raise SimFailure([f"torchrun: error: argument {option}: invalid value: '{raw}'"], exit_code=2) from None
+    endpoint = topology.pop("endpoint", None)
+    if endpoint is not None:
+        # c10d's default port when the endpoint names none (torch.distributed.elastic's parse_rendezvous_endpoint)
+        host, sep, port = endpoint.rpartition(":")
+        topology["master"], topology["port"] = (host, int(port)) if sep and port.isdigit() else (endpoint, 29400)
     return topology, index
