@@ -167,8 +167,9 @@ def key_warnings(image: str, params: Mapping[str, Any], path: str) -> List[str]:
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) if key not in known else []
         hint = " (did you mean %s?)" % close[0] if close else ""
-        subject = "MaxText of 2025 (%s)" % image if runs_maxtext_2025(image) else "no MaxText layout"
-        warnings.append("%s: %s has no key %s%s: %s (%s)" % (where, subject, key, hint, consequence(lacking), why))
+        missing = "MaxText of 2025 (%s) has no key" % image if runs_maxtext_2025(image) else \
+            "no MaxText layout has the key"
+        warnings.append("%s: %s %s%s: %s (%s)" % (where, missing, key, hint, consequence(lacking), why))
     return warnings
 
 
