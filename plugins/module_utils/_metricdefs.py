@@ -51,6 +51,8 @@ METRICS: Dict[str, MetricDef] = _define(
     # convergence
     MetricDef("final_loss", LOWER, "", "loss at the last step"),
     MetricDef("loss_decreased", HIGHER, "bool", "1 when the loss decreased over the run, else 0"),
+    MetricDef("loss_slope", LOWER, "/step", "least-squares slope of the loss over the run's steps (the suite's "
+              "loss_curve check)"),
     MetricDef("eval_loss", LOWER, "", "last evaluation loss"),
     MetricDef("steps_to_target", LOWER, "steps", "steps until the loss reached its target"),
     MetricDef("time_to_target_seconds", LOWER, "s", "seconds until the loss reached its target"),

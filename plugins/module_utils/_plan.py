@@ -542,7 +542,7 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
     if path is None:
         ctx.warnings.append("threshold_json: no threshold file beside the config; the metrics are reported, "
                             "not judged")
-        return dict(source, thresholds=[], threshold_file=None)
+        return dict(source, thresholds=loss_curve_threshold(versioned), threshold_file=None)
     choice = _threshold_file.choose(_threshold_file.load(path), labels, versioned.cell, versioned.enforce_thresholds,
                                     os.path.basename(path))
     if choice.name is None or choice.differences:
@@ -551,10 +551,19 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
         if threshold["metric"] == "scaling_efficiency_pct" and versioned.scaling_baseline is None:
             threshold.update(set=False, unset_reason="no scaling baseline (scaling_baseline.tokens_per_sec_total "
                                                      "is 0 or missing)")
-    return dict(source, thresholds=choice.thresholds,
+    return dict(source, thresholds=choice.thresholds + loss_curve_threshold(versioned),
                 threshold_file={"path": path, "cell": choice.name, "note": choice.note,
                                 "differences": choice.differences,
                                 "differences_text": [_threshold_file.difference_text(d) for d in choice.differences]})
+
+
+def loss_curve_threshold(versioned: Versioned) -> List[Dict[str, Any]]:
+    """The suite's loss-curve check as a threshold on the run's loss slope (_versioned.loss_curve)."""
+    curve = versioned.loss_curve
+    if curve is None:
+        return []
+    return [{"metric": "loss_slope", "kind": "max", "value": curve["max_slope"], "direction": "lower", "set": True,
+             "source": curve["source"], "enforce": curve["enforce"]}]
 
 
 def thresholds(ctx: Context) -> List[Dict[str, Any]]:
