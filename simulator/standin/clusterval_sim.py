@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NoReturn
+from typing import Any, Callable, Mapping, NoReturn
 
 BANNER = "[clusterval simulator]"
 DEFAULT_GPUS = 8
@@ -398,6 +398,49 @@ def run_guarded(body: Callable[[], int], exit_zero_on_failure: Callable[[], bool
         if exit_zero_on_failure():
             return 0
         return failure.exit_code
+
+
+def torchrun_rendezvous(env: Mapping[str, str], topology: Mapping[str, Any], faults: Faults) -> Rendezvous:
+    """The node joins its torchrun job after the fault's start delay; a rendezvous that fails prints PyTorch's
+    DistNetworkError."""
+    time.sleep(faults.start_delay)
+    rendezvous = Rendezvous(topology["master"], topology["port"], topology["rank"], topology["nnodes"],
+                            rendezvous_timeout(env, None))
+    try:
+        rendezvous.join()
+    except RendezvousTimeout as err:
+        raise SimFailure([f"torch.distributed.DistNetworkError: rendezvous with {topology['master']}:"
+                          f"{topology['port']} failed: {len(err.joined)}/{topology['nnodes']} nodes joined"]) from None
+    return rendezvous
+
+
+def check_nproc(env: Mapping[str, str], topology: Mapping[str, Any], unit: str) -> None:
+    """torchrun's --nproc_per_node against the node's simulated devices (CLUSTERVAL_SIM_GPUS)."""
+    simulated = env_int(env, "CLUSTERVAL_SIM_GPUS")
+    if simulated is not None and simulated != topology["gpus"]:
+        raise SimFailure([f"{BANNER} --nproc_per_node {topology['gpus']} but the node has {simulated} (simulated) "
+                          f"{unit}"])
+
+
+def crash_lines(topology: Mapping[str, Any], entry: str) -> list[str]:
+    """torchrun's summary of a rank (local rank 3 of the node) killed by a signal."""
+    rank = topology["rank"] * topology["gpus"] + 3
+    pid = os.getpid() + 3
+    return ["[%s] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "
+            "(pid: %d) of binary: /usr/bin/python3" % (time.strftime("%Y-%m-%d %H:%M:%S,000"), pid),
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "============================================================",
+            f"{entry} FAILED",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
+            f"  host      : {os.uname().nodename}",
+            f"  rank      : {rank} (local_rank: 3)",
+            f"  exitcode  : -11 (pid: {pid})",
+            "  error_file: <N/A>",
+            f"  traceback : Signal 11 (SIGSEGV) received by PID {pid}",
+            "============================================================"]
 
 
 def torchrun_topology(argv: list[str]) -> tuple[dict, int]:

@@ -21,8 +21,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from clusterval_sim import (  # noqa: E402
-    BANNER, Faults, PeerLost, Rendezvous, RendezvousTimeout, SimFailure, Speed, env_int, gpu_devices_visible,
-    hang_forever, pace, rendezvous_timeout, run_guarded, say, token_note, torchrun_topology,
+    BANNER, Faults, PeerLost, RendezvousTimeout, SimFailure, Speed, check_nproc, crash_lines,
+    gpu_devices_visible, hang_forever, pace, run_guarded, say, token_note, torchrun_rendezvous, torchrun_topology,
 )
 
 MODULE = "torchtitan.train"
@@ -87,27 +87,6 @@ def metrics_line(rank: int, step: int, loss: float, tflops: float, config: Mappi
             f"tflops: {tflops:,.2f}  mfu: {100 * tflops / PEAK_TFLOPS:.2f}%")
 
 
-def crash_lines(topology: Mapping[str, Any]) -> list[str]:
-    """torchrun's summary of a rank killed by a signal."""
-    rank = topology["rank"] * topology["gpus"] + 3
-    pid = os.getpid() + 3
-    return ["[%s] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "
-            "(pid: %d) of binary: /usr/bin/python3" % (time.strftime("%Y-%m-%d %H:%M:%S,000"), pid),
-            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
-            "============================================================",
-            f"{MODULE} FAILED",
-            "------------------------------------------------------------",
-            "Root Cause (first observed failure):",
-            "[0]:",
-            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
-            f"  host      : {os.uname().nodename}",
-            f"  rank      : {rank} (local_rank: 3)",
-            f"  exitcode  : -11 (pid: {pid})",
-            "  error_file: <N/A>",
-            f"  traceback : Signal 11 (SIGSEGV) received by PID {pid}",
-            "============================================================"]
-
-
 def train(config: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[str, Any]) -> int:
     world = topology["gpus"] * topology["nnodes"]
     parallel_dims(config, world)
@@ -116,14 +95,7 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[s
     say(f"{BANNER} simulated TorchTitan (no GPU, no model): node rank {topology['rank']} of {topology['nnodes']}, "
         f"{topology['gpus']} simulated GPUs per node, every local rank prints its metrics line, {token_note(env)}")
     faults = Faults.from_env(env, topology["rank"])
-    time.sleep(faults.start_delay)
-    rendezvous = Rendezvous(topology["master"], topology["port"], topology["rank"], topology["nnodes"],
-                            rendezvous_timeout(env, None))
-    try:
-        rendezvous.join()
-    except RendezvousTimeout as err:
-        raise SimFailure([f"torch.distributed.DistNetworkError: rendezvous with {topology['master']}:"
-                          f"{topology['port']} failed: {len(err.joined)}/{topology['nnodes']} nodes joined"]) from None
+    rendezvous = torchrun_rendezvous(env, topology, faults)
     speed = Speed.from_env(env, faults, seed=topology["rank"] + 71)
     steps = int(config.get("training", {}).get("steps", 10))
     first_rank = topology["rank"] * topology["gpus"]
@@ -132,7 +104,7 @@ def train(config: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[s
             if faults.hangs_at(step):
                 hang_forever()
             if faults.crashes_at(step):
-                raise SimFailure(crash_lines(topology))
+                raise SimFailure(crash_lines(topology, MODULE))
             pace(speed, rendezvous, first=step == 1)
             loss = float("nan") if faults.loss_is_nan(step) else speed.loss(step)
             tflops = speed.tflops_per_device * speed.jitter()
@@ -152,10 +124,7 @@ def torchrun_main(argv: list[str], env: Mapping[str, str]) -> int:
     topology, index = torchrun_topology(argv)
     if not topology["module"] or index >= len(argv) or argv[index] != MODULE:
         raise SimFailure([f"{BANNER} the TorchTitan stand-in runs --module {MODULE} only"])
-    simulated = env_int(env, "CLUSTERVAL_SIM_GPUS")
-    if simulated is not None and simulated != topology["gpus"]:
-        raise SimFailure([f"{BANNER} --nproc_per_node {topology['gpus']} but the node has {simulated} (simulated) "
-                          "GPUs"])
+    check_nproc(env, topology, "GPUs")
     return train(job_config(argv[index + 1:]), env, topology)
 
 
