@@ -121,8 +121,8 @@ def test_torchtitan_launches_as_the_suite_does_with_the_toml_it_generates():
         '--rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" --role rank --tee 3 --module torchtitan.train '
         '--job.config_file %s/torchtitan/run_config.toml' % node["run_dir"])
     env = node["container"]["env"]
-    assert (env["NNODES"], env["NODE_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("4", "2", "10.0.0.1",
-                                                                                       "29500")
+    rendezvous = ("4", "2", "10.0.0.1", "29500")
+    assert (env["NNODES"], env["NODE_RANK"], env["MASTER_ADDR"], env["MASTER_PORT"]) == rendezvous
     assert env["PYTORCH_HIP_ALLOC_CONF"] == "expandable_segments:True" and env["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
     toml = next(f["content"] for f in node["files"] if f["path"].endswith("run_config.toml"))
     for line in ('name = "llama3"', 'flavor = "70B"', "local_batch_size = 1", "global_batch_size = 128",
