@@ -12,7 +12,6 @@ import pytest
 
 from ansible_collections.clusterval.training.plugins.module_utils import _verdict
 from ansible_collections.clusterval.training.plugins.module_utils._config import load_config_file
-from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError
 from ansible_collections.clusterval.training.plugins.module_utils._plan import Host, PlanOptions, plan_run
 from ansible_collections.clusterval.training.plugins.module_utils._threshold_file import labels_of
 
