@@ -80,8 +80,9 @@ copy_busybox() {
 install_standins() {
   local opt=$ROOT/opt/clusterval maxtext=$ROOT/workspace/maxtext/src/MaxText llama=$ROOT/workspace/Megatron-LM/examples/llama
   local primus=$ROOT/workspace/Primus/examples nxdt=$ROOT/workspace/neuronx-distributed-training/examples
-  install -d "$opt" "$maxtext" "$llama" "$primus" "$nxdt" "$ROOT/workspace/maxtext/output" "$ROOT/workspace/Megatron-LM/output"
-  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train,megatron_args_train,nxdt_train,ibv_devinfo}.py "$HERE"/standin/{xla_flags.txt,megatron_lm_arguments.json} "$opt/"
+  local torchtitan=$ROOT/workspace/Primus/third_party/torchtitan
+  install -d "$opt" "$maxtext" "$llama" "$primus" "$nxdt" "$torchtitan" "$ROOT/workspace/maxtext/output" "$ROOT/workspace/Megatron-LM/output"
+  install -m 0644 "$HERE"/standin/{clusterval_sim,simyaml,maxtext_train,megatron_train,megatron_args_train,nxdt_train,torchtitan_train,ibv_devinfo}.py "$HERE"/standin/{xla_flags.txt,megatron_lm_arguments.json} "$opt/"
   install -m 0644 "$HERE/standin/training_orchestrator.py" "$nxdt/training_orchestrator.py"
   install -m 0755 "$HERE/standin/torchrun.sh" "$ROOT/usr/bin/torchrun"
   install -m 0755 "$HERE/standin/run_pretrain.sh" "$primus/run_pretrain.sh"

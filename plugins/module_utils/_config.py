@@ -107,24 +107,12 @@ def load_nxdt_text(text: str, source: str) -> Dict[str, Any]:
 def validate_sections(data: Any) -> None:
     if not isinstance(data, dict):
         raise ConfigError("(top level)", "a JSON object with config and model_params", type_name(data))
-    refuse_unsupported_format(data)
     if "schema_version" in data:
         return  # the versioned format: checked by _versioned when planned
     problems = [Problem(name, "an object", "missing" if name not in data else type_name(data[name]))
                 for name in ("config", "model_params") if not isinstance(data.get(name), dict)]
     if problems:
         raise ConfigError.many(problems)
-
-
-def refuse_unsupported_format(data: Mapping[str, Any]) -> None:
-    """A TorchTitan config is never planned as another framework."""
-    framework = data.get("framework")
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    if (isinstance(framework, str) and "torchtitan" in framework.lower()) or "torchtitan_root" in config:
-        path = "framework" if isinstance(framework, str) and "torchtitan" in framework.lower() else \
-            "config.torchtitan_root"
-        raise ConfigError(path, "a MaxText (JAX) or Megatron-LM config: TorchTitan is not supported yet",
-                          "a TorchTitan config")
 
 
 def type_name(value: Any) -> str:

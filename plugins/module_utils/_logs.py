@@ -94,12 +94,20 @@ _NXDT_FIELDS = re.compile(r"(reduced_train_loss|throughput|lr)=([-+\w.]+)")
 # tqdm's rate: seconds per iteration when slower than one a second, else iterations per second.
 _NXDT_SPEED = re.compile(r"([\d.]+)(s/it|it/s)")
 
+# TorchTitan's metrics line (components/metrics.py): "step: N  loss: L  [grad_norm: G]  memory: M GiB(P%)  tps: T
+# tflops: F  mfu: U%", numbers grouped with commas; torchrun's --tee prefixes "[rankN]:".
+_TITAN_STEP = re.compile(r"(?:\[rank(\d+)\]:)?.*?\bstep:\s*(\d+)\s+loss:")
+_TITAN_FIELDS = re.compile(r"\b(loss|grad_norm|memory|tps|tflops|mfu):\s*([-+\w.,]+)")
+_TITAN_KEYS = {"loss": ("loss",), "grad_norm": ("grad_norm",), "memory": ("mem_gib",),
+               "tps": ("tokens_per_gpu", "tokens_per_sec"), "tflops": ("throughput_per_gpu",), "mfu": ("mfu_pct",)}
+
 # Literals that select the lines worth parsing as steps or summaries, per format
 # (see ANCHORS in _failures for the failure lines).
 _STEP_ANCHORS = {
     "maxtext": [b"completed step: ", b"eval metrics after", b"Completed eval after"],
     "megatron": [b"iteration", b"GPU", b"mem usages"],
     "nxdt": [b"global_step="],
+    "torchtitan": [b"step:"],
 }
 
 
@@ -223,6 +231,20 @@ def parse_nxdt_step(text: str) -> Optional[Dict[str, Any]]:
             step["seconds"] = rate
         elif rate > 0:
             step["seconds"] = 1.0 / rate
+    return step
+
+
+def parse_torchtitan_step(text: str) -> Optional[Dict[str, Any]]:
+    match = _TITAN_STEP.search(text)
+    if not match:
+        return None
+    step: Dict[str, Any] = {"step": int(match.group(2))}
+    if match.group(1) is not None:
+        step["rank"] = int(match.group(1))
+    for key, value in _TITAN_FIELDS.findall(text[match.start(2):]):
+        number = to_number(value.replace(",", ""))
+        if number is not None:
+            step.update(dict.fromkeys(_TITAN_KEYS[key], number))
     return step
 
 
@@ -371,6 +393,8 @@ class LogParser:
                     summary = parse_script_summary(text)
                     if summary is not None:
                         result.script_summary[summary[0]] = summary[1]
+            elif kind == "torchtitan":
+                step = parse_torchtitan_step(text)
             else:
                 step = parse_nxdt_step(text)
             if step is not None:
@@ -385,6 +409,8 @@ class LogParser:
             step["nonfinite"] = bad
         if bad or step.get("nan_iterations", 0) > 0:
             self.add_error(result, "nan", lineno, text, "nonfinite_step_values" if bad else "nan_iterations")
+        if result.framework == "torchtitan" and result.last_step is not None and step["step"] <= result.last_step:
+            return  # another local rank's line of a step already read (every rank prints it)
         if result.steady is None:
             result.steady = SteadyMeans(result.framework, self.warmup_steps)
         result.steady.add(step)

@@ -30,13 +30,17 @@ METRICS: Dict[str, MetricDef] = _define(
     # per GPU, steady state (after warm-up)
     MetricDef("tflops_per_sec_per_gpu", HIGHER, "TFLOP/s/GPU", "MaxText TFLOP/s/device"),
     MetricDef("tokens_per_sec_per_gpu", HIGHER, "tokens/s/GPU", "MaxText Tokens/s/device"),
-    MetricDef("throughput_per_gpu", HIGHER, "TFLOP/s/GPU", "Megatron-LM throughput per GPU"),
-    MetricDef("tokens_per_gpu", HIGHER, "tokens/s/GPU", "Megatron-LM tokens per GPU per second"),
+    MetricDef("throughput_per_gpu", HIGHER, "TFLOP/s/GPU", "Megatron-LM throughput per GPU (TorchTitan's tflops)"),
+    MetricDef("tokens_per_gpu", HIGHER, "tokens/s/GPU", "Megatron-LM tokens per GPU per second (TorchTitan's tps)"),
     MetricDef("elapsed_time_per_iteration", LOWER, "ms", "Megatron-LM elapsed time per iteration"),
     MetricDef("seconds", LOWER, "s", "seconds per step (MaxText; NxDT's bar, from s/it or it/s)"),
     MetricDef("mem_usage", LOWER, "fraction", "GPU memory in use (ROCm Megatron-LM mem usages)"),
     MetricDef("mem_used_gb", LOWER, "GB", "GPU memory in use (Primus hip mem usage)"),
     MetricDef("throughput", HIGHER, "seq/s", "Neuronx Distributed Training throughput of its progress line"),
+    MetricDef("tokens_per_sec", HIGHER, "tokens/s/GPU", "TorchTitan tps (tokens per second per device; the suite's "
+              "result_dict key)"),
+    MetricDef("mfu_pct", HIGHER, "%", "TorchTitan model FLOPs utilization"),
+    MetricDef("mem_gib", LOWER, "GiB", "TorchTitan peak reserved GPU memory"),
     # per job
     MetricDef("tokens_per_sec_total", HIGHER, "tokens/s", "tokens per second of the whole job"),
     MetricDef("scaling_efficiency_pct", HIGHER, "%", "per-GPU throughput against a single-node run or a baseline"),
@@ -47,13 +51,16 @@ METRICS: Dict[str, MetricDef] = _define(
     # convergence
     MetricDef("final_loss", LOWER, "", "loss at the last step"),
     MetricDef("loss_decreased", HIGHER, "bool", "1 when the loss decreased over the run, else 0"),
+    MetricDef("loss_slope", LOWER, "/step", "least-squares slope of the loss over the run's steps (the suite's "
+              "loss_curve check)"),
     MetricDef("eval_loss", LOWER, "", "last evaluation loss"),
     MetricDef("steps_to_target", LOWER, "steps", "steps until the loss reached its target"),
     MetricDef("time_to_target_seconds", LOWER, "s", "seconds until the loss reached its target"),
 )
 
 # Per-GPU throughput metrics, the most telling first (tokens beat TFLOP/s: they need no FLOP model).
-THROUGHPUT_PREFERENCE = ("tokens_per_sec_per_gpu", "tokens_per_gpu", "throughput_per_gpu", "tflops_per_sec_per_gpu")
+THROUGHPUT_PREFERENCE = ("tokens_per_sec_per_gpu", "tokens_per_gpu", "tokens_per_sec", "throughput_per_gpu",
+                         "tflops_per_sec_per_gpu")
 
 
 def canonical_name(name: str) -> str:

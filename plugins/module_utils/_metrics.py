@@ -153,10 +153,14 @@ def step_time_metrics(steady: Sequence[Dict[str, Any]]) -> Dict[str, float]:
 
 
 def loss_metrics(steps: Sequence[Dict[str, Any]]) -> Dict[str, float]:
-    losses = [s["loss"] for s in sorted(steps, key=lambda s: s["step"]) if is_finite_number(s.get("loss"))]
-    if not losses:
+    points = [(s["step"], s["loss"]) for s in sorted(steps, key=lambda s: s["step"]) if is_finite_number(s.get("loss"))]
+    if not points:
         return {}
-    return {"final_loss": losses[-1], "loss_decreased": 1.0 if len(losses) > 1 and losses[-1] < losses[0] else 0.0}
+    first, last = points[0][1], points[-1][1]
+    metrics = {"final_loss": last, "loss_decreased": 1.0 if len(points) > 1 and last < first else 0.0}
+    if len(points) > 1:
+        metrics["loss_slope"] = loss_slope(points)
+    return metrics
 
 
 def throughput_metrics(steady: Sequence[Dict[str, Any]], job_gpus: Optional[int],

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.clusterval.training.plugins.module_utils import _arch, _env_catalogue, _gpus, _threshold_file
 from ansible_collections.clusterval.training.plugins.module_utils import _stack_maxtext, _stack_megatron, _stack_primus
-from ansible_collections.clusterval.training.plugins.module_utils import _nxdt, _stack_nxdt
+from ansible_collections.clusterval.training.plugins.module_utils import _nxdt, _stack_nxdt, _stack_torchtitan
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     CHANGEME,
     Selection,
@@ -55,7 +55,7 @@ from ansible_collections.clusterval.training.plugins.module_utils._plan_context 
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import (  # pylint: disable=unused-import
     FULL_FORM, node_view)
 from ansible_collections.clusterval.training.plugins.module_utils._stacks import (
-    MAXTEXT, MEGATRON, NXDT, PLANNED, PRIMUS, STACKS)
+    MAXTEXT, MEGATRON, NXDT, PLANNED, PRIMUS, STACKS, TORCHTITAN)
 from ansible_collections.clusterval.training.plugins.module_utils._rdma import rdma_setup
 from ansible_collections.clusterval.training.plugins.module_utils._versioned import (
     Versioned, cell_as_written, is_versioned, origin, run_labels, to_engine)
@@ -64,7 +64,7 @@ from ansible_collections.clusterval.training.plugins.module_utils import _tpu
 FRAMEWORKS = PLANNED
 DEFAULT_JAX_PORT = 1234
 MASTER_PORTS = {MEGATRON: _stack_megatron.DEFAULT_MASTER_PORT, PRIMUS: _stack_primus.DEFAULT_MASTER_PORT,
-                NXDT: _nxdt.DEFAULT_MASTER_PORT}
+                NXDT: _nxdt.DEFAULT_MASTER_PORT, TORCHTITAN: _stack_torchtitan.DEFAULT_MASTER_PORT}
 DEFAULT_GPUS_PER_NODE = 8
 STEPS_KEY = {name: STACKS[name].steps_key for name in PLANNED}
 COORDINATOR_KEY = {name: STACKS[name].coordinator_key for name in PLANNED}
@@ -87,7 +87,7 @@ CONFIG_KEYS = frozenset((
     "data_cache_dir", "dataset_source", "distributed_training", "enable_checkpointing", "env_vars", "framework",
     "gpu_access", "gpu_ids", "gpu_vendor", "hf_token_file", "jaxlib_version", "maxtext_root",
     "ld_library_path", "log_dir", "master_address", "master_port", "megatron_arguments", "megatron_root", "mock_data",
-    "nic_type", "nnodes", "primus_root", "max_steps", "nxdt", "nxdt_root",
+    "nic_type", "nnodes", "primus_root", "max_steps", "nxdt", "nxdt_root", "torchtitan_root", "use_generated_config",
     "rdma_lib", "shm_size", "train_script_paths", "training_iterations", "training_steps", "xla_flags",
 ))
 # What a key of the suite that the planner does not use means for the run.
@@ -368,6 +368,8 @@ def detect_framework(data: Mapping[str, Any], wanted: Optional[str]) -> str:
         if wanted not in FRAMEWORKS:
             raise ConfigError("framework", "one of %s" % ", ".join(FRAMEWORKS), show(wanted))
         return wanted
+    if "torchtitan_root" in config:
+        return TORCHTITAN
     if "training_steps" in config or "coordinator_ip" in config:
         return MAXTEXT
     if "training_iterations" in config or "master_address" in config:
@@ -488,6 +490,9 @@ def check_parallelism(ctx: Context, nnodes: int) -> None:
     if ctx.framework == NXDT:
         _stack_nxdt.check_parallelism(ctx, nnodes, gpus)
         return
+    if ctx.framework == TORCHTITAN:
+        _stack_torchtitan.check_parallelism(ctx, nnodes, gpus)
+        return
     path = ctx.selection.path
     tp = to_int(ctx.params.get("tensor_parallelism", "1"), join_path(path, "tensor_parallelism"), minimum=1)
     pp = to_int(ctx.params.get("pipeline_parallelism", "1"), join_path(path, "pipeline_parallelism"), minimum=1)
@@ -537,7 +542,7 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
     if path is None:
         ctx.warnings.append("threshold_json: no threshold file beside the config; the metrics are reported, "
                             "not judged")
-        return dict(source, thresholds=[], threshold_file=None)
+        return dict(source, thresholds=loss_curve_threshold(versioned), threshold_file=None)
     choice = _threshold_file.choose(_threshold_file.load(path), labels, versioned.cell, versioned.enforce_thresholds,
                                     os.path.basename(path))
     if choice.name is None or choice.differences:
@@ -546,10 +551,19 @@ def judged_against(ctx: Context, nnodes: int) -> Dict[str, Any]:
         if threshold["metric"] == "scaling_efficiency_pct" and versioned.scaling_baseline is None:
             threshold.update(set=False, unset_reason="no scaling baseline (scaling_baseline.tokens_per_sec_total "
                                                      "is 0 or missing)")
-    return dict(source, thresholds=choice.thresholds,
+    return dict(source, thresholds=choice.thresholds + loss_curve_threshold(versioned),
                 threshold_file={"path": path, "cell": choice.name, "note": choice.note,
                                 "differences": choice.differences,
                                 "differences_text": [_threshold_file.difference_text(d) for d in choice.differences]})
+
+
+def loss_curve_threshold(versioned: Versioned) -> List[Dict[str, Any]]:
+    """The suite's loss-curve check as a threshold on the run's loss slope (_versioned.loss_curve)."""
+    curve = versioned.loss_curve
+    if curve is None:
+        return []
+    return [{"metric": "loss_slope", "kind": "max", "value": curve["max_slope"], "direction": "lower", "set": True,
+             "source": curve["source"], "enforce": curve["enforce"]}]
 
 
 def thresholds(ctx: Context) -> List[Dict[str, Any]]:
@@ -708,7 +722,8 @@ def vendor_env(ctx: Context, env: Dict[str, str]) -> Dict[str, str]:
 
 
 STACK_PARTS = {MAXTEXT: _stack_maxtext.maxtext_parts, MEGATRON: _stack_megatron.megatron_parts,
-               PRIMUS: _stack_primus.primus_parts, NXDT: _stack_nxdt.nxdt_parts}
+               PRIMUS: _stack_primus.primus_parts, NXDT: _stack_nxdt.nxdt_parts,
+               TORCHTITAN: _stack_torchtitan.torchtitan_parts}
 
 
 def unique(values: Sequence[str]) -> List[str]:

@@ -3,6 +3,7 @@
 """MaxText (JAX): typed YAML config, model checks, parallelism checks and the launch line."""
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import shlex
@@ -22,7 +23,7 @@ try:  # PyYAML comes with ansible-core; this module runs on the controller only 
 except ImportError as exc:  # pragma: no cover - ansible-core requires PyYAML
     yaml = None
     YAML_IMPORT_ERROR = str(exc)
-from ansible_collections.clusterval.training.plugins.module_utils._maxtext_keys import KEYS_2025, NOT_IN_LEGACY
+from ansible_collections.clusterval.training.plugins.module_utils._maxtext_keys import LAYOUT_KEYS
 from ansible_collections.clusterval.training.plugins.module_utils._models import (
     MODELS, canonical, contradicting_maxtext_keys, model_with_maxtext_dims)
 
@@ -125,21 +126,50 @@ def runs_maxtext_2025(image: str) -> bool:
     return bool(_IMAGE_2025.search(image.split("@", 1)[0]))
 
 
+IGNORES = ("maxtext-2025", "maxtext-legacy")  # the layouts that ignore a config file key they do not know
+
+
+def assumed_layouts(image: str) -> Tuple[Tuple[str, ...], str]:
+    """The layouts whose keys the config is checked against, and why those."""
+    if runs_maxtext_2025(image):
+        return IGNORES, "assumed from the image's tag %s" % image
+    return tuple(LAYOUT_KEYS), "every layout the collection knows: the image's tag (%s) does not say which MaxText " \
+        "it runs" % (image or "none")
+
+
+def consequence(layouts: Sequence[str]) -> str:
+    ignoring = [name for name in layouts if name in IGNORES]
+    parts = ["%s would ignore it without a word" % " and ".join(ignoring)] if ignoring else []
+    if "maxtext-package" in layouts:
+        parts.append("maxtext-package refuses it when it starts (MAXTEXT CONFIG ERROR)")
+    return "; ".join(parts)
+
+
 def key_warnings(image: str, params: Mapping[str, Any], path: str) -> List[str]:
-    """For an image of MaxText 2025, the config keys that its base.yml lacks: MaxText of 2025 checks only the
-    command-line keys, so it would ignore them without a word (today's MaxText refuses them when it starts)."""
-    if not runs_maxtext_2025(image):
-        return []
+    """The config keys that a MaxText layout the run may have lacks, naming the layouts assumed: MaxText of 2025
+    checks only the command-line keys, so it would ignore them without a word; today's MaxText refuses them when
+    it starts. With no layout given away by the image's tag, only a key that no layout has is named (the run's own
+    MaxText may be any of them); it gets the nearest known key as a suggestion (a typo)."""
+    layouts, why = assumed_layouts(image)
+    known = frozenset().union(*LAYOUT_KEYS.values())
     warnings = []
     for key in params:
-        if key in PYCONFIG_KEYS:
+        lacking = [name for name in layouts if key not in LAYOUT_KEYS[name]]
+        if key in PYCONFIG_KEYS or not [name for name in lacking if name in IGNORES]:
             continue
-        if key not in KEYS_2025:
-            warnings.append("%s: MaxText of 2025 (%s) has no key %s: it would ignore it without a word"
-                            % (join_path(path, key), image, key))
-        elif key in NOT_IN_LEGACY:
-            warnings.append("%s: only MaxText of September 2025 on (src/MaxText) has the key %s; the MaxText/ "
-                            "layout (maxtext-legacy) would ignore it without a word" % (join_path(path, key), key))
+        where = join_path(path, key)
+        if len(lacking) < len(layouts):
+            if layouts != IGNORES:
+                continue
+            having = [name for name in layouts if name not in lacking]
+            warnings.append("%s: only %s of the MaxText layouts has the key %s: %s (%s)"
+                            % (where, " and ".join(having), key, consequence(lacking), why))
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8) if key not in known else []
+        hint = " (did you mean %s?)" % close[0] if close else ""
+        missing = "MaxText of 2025 (%s) has no key" % image if runs_maxtext_2025(image) else \
+            "no MaxText layout has the key"
+        warnings.append("%s: %s %s%s: %s (%s)" % (where, missing, key, hint, consequence(lacking), why))
     return warnings
 
 

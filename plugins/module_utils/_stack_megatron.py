@@ -18,14 +18,48 @@ SCRIPTS = {
     "llama2": "examples/llama/train_llama2.sh",
 }
 LAYERS_BY_SIZE = {8: 32, 70: 80}
-# TE_* are the seed configs' labels; FP8 and BF16 the versioned format's.
-PRECISIONS = {"TE_FP8": "1", "TE_BF16": "0", "TE_FP16": "0", "FP8": "1", "BF16": "0"}
+# TE_* are the seed configs' labels; FP8, BF16, MXFP4 and MXFP8 the versioned format's (the suite's llama flags).
+PRECISIONS = {"TE_FP8": {"TE_FP8": "1"}, "TE_BF16": {"TE_FP8": "0"}, "TE_FP16": {"TE_FP8": "0"},
+              "FP8": {"TE_FP8": "1"}, "BF16": {"TE_FP8": "0"},
+              "MXFP4": {"TE_FP8": "0", "TE_FP4": "1", "TE_FP4_RECIPE": "mxfp4"},
+              "MXFP8": {"TE_FP8": "1", "TE_FP8_RECIPE": "mxfp8"}}
+MX_PRECISIONS = ("MXFP4", "MXFP8")
+
+
+class Family(NamedTuple):
+    """A family of ROCm Megatron-LM's example scripts other than llama: the script and the names of the
+    variables it reads (the validation suite's model registry, cvs lib/training/megatron/utils/model_registry.py)."""
+    script: str
+    precisions: Dict[str, Dict[str, str]]
+    mbs: str
+    gbs: str
+    tp: str
+    pp: str
+    seq: str
+    iters: str
+    local_tokenizer: bool
+
+
+PR = {"FP8": {"PR": "fp8"}, "FP16": {"PR": "fp16"}, "BF16": {"PR": "bf16"}}
+# Matched against the model's name and its tokenizer, in this order (qwen3 before qwen2, as the suite orders them).
+FAMILIES = {
+    "deepseek": Family("examples/deepseek_v2/train_deepseekv2.sh", PR, "MBS", "GBS", "TP", "PP", "SEQ_LENGTH",
+                       "TRAIN_ITERS", True),
+    "mixtral": Family("examples/mixtral/train_mixtral_moe.sh", PR, "MBS", "GBS", "TP_SIZE", "PP_SIZE", "SEQLEN",
+                      "TRAIN_ITERS", True),
+    "qwen3": Family("examples/qwen3/train_qwen3.sh", {"FP8": {"PR": "fp8"}, "BF16": {"PR": "bf16"},
+                                                      "MXFP8": {"PR": "fp8", "FP8_RECIPE": "mxfp8"}},
+                    "MICRO_BATCH_SIZE", "GLOBAL_BATCH_SIZE", "TP", "PP", "SEQ_LENGTH", "TRAIN_ITERS", False),
+    "qwen2": Family("examples/qwen2/train_qwen2.sh", {"FP8": {"TE_FP8": "1"}, "BF16": {"TE_FP8": "0"}},
+                    "MBS", "BS", "TP", "PP", "SEQ_LENGTH", "TOTAL_ITERS", False),
+}
 
 
 class MegatronSettings(NamedTuple):
     env: Dict[str, str]
     script: str
     warnings: List[str]
+    iterations_env: str = "TOTAL_ITERS"
 
 
 def script_for_model(model: str, path: str) -> str:
@@ -33,30 +67,52 @@ def script_for_model(model: str, path: str) -> str:
     for prefix, script in SCRIPTS.items():
         if family.startswith(prefix):
             return script
-    raise ConfigError(path, "a model of a family with a Megatron-LM example script (%s)" % ", ".join(SCRIPTS),
-                      show(model))
+    raise ConfigError(path, "a model of a family with a Megatron-LM example script (%s)"
+                      % ", ".join(list(SCRIPTS) + list(FAMILIES)), show(model))
+
+
+def family_of(model: str, params: Mapping[str, Any]) -> Optional[str]:
+    """The non-llama family the model's name or its tokenizer names (the suite picks by the tokenizer)."""
+    names = (model + " " + str(params.get("tokenizer_model") or "")).lower()
+    return next((name for name in FAMILIES if name in names), None)
+
+
+def precision_label(value: Any, path: str, known: Mapping[str, Any]) -> str:
+    label = to_str(value, path).strip().upper()
+    if label not in known:
+        raise ConfigError(path, "one of %s" % ", ".join(known), show(value))
+    return label
 
 
 def precision_env(value: Any, path: str) -> Tuple[str, List[str]]:
-    label = to_str(value, path).strip().upper()
-    if label not in PRECISIONS:
-        raise ConfigError(path, "one of %s" % ", ".join(PRECISIONS), show(value))
+    label = precision_label(value, path, PRECISIONS)
     warnings = []
     if label == "TE_FP16":
         warnings.append("%s: TE_FP16 runs BF16 (TE_FP8=0): the Megatron-LM example scripts have no FP16 mode"
                         % path)
-    return PRECISIONS[label], warnings
+    return PRECISIONS[label]["TE_FP8"], warnings
 
 
 def model_env(model: str, params: Mapping[str, Any], path: str) -> MegatronSettings:
-    """Environment read by examples/llama/train_llama*.sh for the model, parallelism and precision."""
+    """Environment read by the model's example script for the model, parallelism and precision."""
+    family = family_of(model, params)
+    if family is not None:
+        return family_env(model, FAMILIES[family], params, path)
+    return llama_env(model, params, path)
+
+
+def llama_env(model: str, params: Mapping[str, Any], path: str) -> MegatronSettings:
+    """examples/llama/train_llama*.sh."""
     def at(key: str) -> str:
         return join_path(path, key)
 
+    script = script_for_model(model, path)
     size = to_int(params.get("model_size"), at("model_size"))
     if size not in LAYERS_BY_SIZE:
-        raise ConfigError(at("model_size"), "8 or 70 (the sizes the Megatron-LM llama scripts support)", show(size))
-    te_fp8, warnings = precision_env(params.get("precision", "TE_BF16"), at("precision"))
+        raise ConfigError(at("model_size"), "8 or 70 (the sizes the Megatron-LM llama scripts support for %s)"
+                          % model, show(size))
+    _te_fp8, warnings = precision_env(params.get("precision", "TE_BF16"), at("precision"))
+    precision = PRECISIONS[precision_label(params.get("precision", "TE_BF16"), at("precision"), PRECISIONS)]
     recompute = to_bool(params.get("recompute", "0"), at("recompute"))
     fsdp = to_bool(params.get("fsdp", "0"), at("fsdp"))
     tp = to_int(params.get("tensor_parallelism", "1"), at("tensor_parallelism"), minimum=1)
@@ -73,11 +129,41 @@ def model_env(model: str, params: Mapping[str, Any], path: str) -> MegatronSetti
         "SEQ_LENGTH": str(to_int(params.get("sequence_length"), at("sequence_length"), minimum=1)),
         "RECOMPUTE": "1" if recompute else "0",
         "FSDP": "1" if fsdp else "0",
-        "TE_FP8": te_fp8,
+        **precision,
     }
     if recompute:
         env["RECOMPUTE_NUM_LAYERS"] = str(LAYERS_BY_SIZE[size])
-    return MegatronSettings(env, script_for_model(model, path), warnings)
+    return MegatronSettings(env, script, warnings)
+
+
+def family_env(model: str, family: Family, params: Mapping[str, Any], path: str) -> MegatronSettings:
+    """The deepseek, mixtral and qwen scripts, with the variables the suite exports to each: MODEL_SIZE as
+    written (the script reads it), the precision as the family's flags, the batch and parallel sizes under the
+    family's names. deepseek and mixtral read a tokenizer.model file, which the suite downloads into
+    data_cache_dir/<model>: the run expects it there."""
+    def at(key: str) -> str:
+        return join_path(path, key)
+
+    label = precision_label(params.get("precision", "BF16"), at("precision"), family.precisions)
+    tokenizer = to_str(params.get("tokenizer_model", ""), at("tokenizer_model"))
+    warnings = []
+    if family.local_tokenizer:
+        warnings.append("%s: %s's script reads a tokenizer.model file: the run expects it at "
+                        "<data_cache_dir>/%s/tokenizer.model (the suite downloads it from %s)"
+                        % (at("tokenizer_model"), model, model, tokenizer or "the tokenizer's repository"))
+    env = {
+        "TOKENIZER_MODEL": tokenizer,
+        "MODEL_SIZE": to_str(params.get("model_size", ""), at("model_size")),
+        family.mbs: str(to_int(params.get("micro_batch_size"), at("micro_batch_size"), minimum=1)),
+        family.gbs: str(to_int(params.get("batch_size"), at("batch_size"), minimum=1)),
+        family.tp: str(to_int(params.get("tensor_parallelism", "1"), at("tensor_parallelism"), minimum=1)),
+        family.pp: str(to_int(params.get("pipeline_parallelism", "1"), at("pipeline_parallelism"), minimum=1)),
+        family.seq: str(to_int(params.get("sequence_length"), at("sequence_length"), minimum=1)),
+        "RECOMPUTE": "1" if to_bool(params.get("recompute", "0"), at("recompute")) else "0",
+        "FSDP": "1" if to_bool(params.get("fsdp", "0"), at("fsdp")) else "0",
+        **family.precisions[label],
+    }
+    return MegatronSettings(env, family.script, warnings, family.iters)
 
 
 def data_env(config: Mapping[str, Any], data_cache_dir: str) -> Dict[str, str]:
@@ -231,6 +317,10 @@ def params_arguments(params: Mapping[str, Any], total_steps: int, path: str) -> 
         return join_path(path, key)
 
     te_fp8, _warnings = precision_env(params.get("precision", "TE_BF16"), at("precision"))
+    if str(params.get("precision", "")).strip().upper() in MX_PRECISIONS:
+        raise ConfigError(at("precision"), "FP8 or BF16 with Megatron-LM's own arguments (%s runs through the ROCm "
+                          "example script's TE_FP4/TE_FP8 recipes)" % ", ".join(MX_PRECISIONS),
+                          show(params.get("precision")))
     sequence = to_int(params.get("sequence_length"), at("sequence_length"), minimum=1)
     arguments: Dict[str, Any] = {
         "micro_batch_size": to_int(params.get("micro_batch_size"), at("micro_batch_size"), minimum=1),
@@ -280,7 +370,9 @@ def megatron_parts(ctx: Context, data_cache_dir: str) -> Dict[str, Any]:
     log_dir = "%s/megatron" % ctx.run_dir
     env = dict(settings.env)
     env.update(data_env(ctx.config, data_cache_dir))
-    env.update({"TOTAL_ITERS": str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
+    if family_of(ctx.selection.model, ctx.params) in ("deepseek", "mixtral"):
+        env["TOKENIZER_MODEL"] = "%s/%s/tokenizer.model" % (data_cache_dir, ctx.selection.model)
+    env.update({settings.iterations_env: str(ctx.total_steps), "LOG_DIR": log_dir, "EXP_NAME": ctx.run_id,
                 "TEE_OUTPUT": "1"})
     lines, display = run_lines(settings.script, "%s/training.log" % ctx.run_dir)
     return {"env": env, "workdir": megatron_root(ctx), "run_lines": lines, "command": display, "files": [],

@@ -13,6 +13,7 @@ MAXTEXT = "maxtext"
 MEGATRON = "megatron"
 PRIMUS = "primus"
 NXDT = "nxdt"
+TORCHTITAN = "torchtitan"
 EVERY_RANK = "every"
 LAST_RANK = "last"
 FIRST_RANK = "first"
@@ -57,8 +58,11 @@ STACKS: Dict[str, Stack] = {
     # global_step counts from 0, so the last of max_steps steps is max_steps - 1
     NXDT: Stack(NXDT, "Neuronx Distributed Training", "max_steps", "master_address", 2, ("throughput", "seconds"),
                 FIRST_RANK, -1),
+    # TorchTitan: every rank prints its metrics line (torchrun --tee 3), steps counted from 1
+    TORCHTITAN: Stack(TORCHTITAN, "TorchTitan", "training_iterations", "master_address", 2,
+                      ("tokens_per_gpu", "tokens_per_sec", "throughput_per_gpu", "mfu_pct", "mem_gib"), EVERY_RANK, 0),
 }
-PLANNED = (MAXTEXT, MEGATRON, PRIMUS, NXDT)
+PLANNED = (MAXTEXT, MEGATRON, PRIMUS, NXDT, TORCHTITAN)
 # The one list of stack names: what the modules' and actions' choices and the docs read.
 NAMES = tuple(STACKS)
 # The log formats (_logs' parsers), each named after the stack whose lines it reads.

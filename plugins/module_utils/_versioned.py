@@ -18,10 +18,16 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 from ansible_collections.clusterval.training.plugins.module_utils._config import (
     is_documentation_key, require_dict, to_bool, type_name, without_documentation)
 from ansible_collections.clusterval.training.plugins.module_utils._errors import ConfigError, join_path, show
-from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON
+from ansible_collections.clusterval.training.plugins.module_utils._stacks import MAXTEXT, MEGATRON, TORCHTITAN
 
 SCHEMA_VERSION = 1
-FRAMEWORKS = {"jaxmaxtext": MAXTEXT, "megatron_single": MEGATRON, "megatron_distributed": MEGATRON}
+FRAMEWORKS = {"jaxmaxtext": MAXTEXT, "megatron_single": MEGATRON, "megatron_distributed": MEGATRON,
+              "torchtitan_single": TORCHTITAN, "torchtitan_distributed": TORCHTITAN}
+# A combination's batch and precision -> the engine's model_params keys, per stack.
+COMBINATION_KEYS = {MEGATRON: {"micro_batch_size": "micro_batch_size", "global_batch_size": "batch_size",
+                               "precision": "precision"},
+                    TORCHTITAN: {"micro_batch_size": "micro_batch_size", "global_batch_size": "global_batch_size",
+                                 "precision": "precision"}}
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.\-]+)\}")
 USER_ID = "user-id"
 # config keys of the engine for the suite's nccl block (cvs exports only the first four; tc, sl and
@@ -37,9 +43,7 @@ AUTO = "auto"
 IGNORED = {
     "training.convergence": "the verdict judges convergence by the loss over the run, and the threshold "
                             "file by final_loss and loss_decreased",
-    "training.loss_curve": "the verdict judges convergence by the loss over the run",
-    "loss_curve": "the verdict judges convergence by the loss over the run",
-    "training.checkpoint_resume": "checkpoint tests are not supported yet",
+    "training.checkpoint_resume": "enabled is false: the suite skips its checkpoint save-and-resume test too",
     "training.error_patterns": "clusterval.training's failure signatures apply (docs/failures.md)",
     "training.verify_dmesg": "preflight checks the nodes",
     "training.tokenizer.hf_model_id": "tokenizers are not downloaded; tokenizer_path is passed to MaxText",
@@ -64,6 +68,7 @@ class Versioned(NamedTuple):
     scaling_baseline: Optional[Dict[str, float]]
     origins: List[Tuple[str, str]]
     warnings: List[str]
+    loss_curve: Optional[Dict[str, Any]] = None
 
 
 def is_versioned(data: Any) -> bool:
@@ -90,7 +95,7 @@ def to_engine(data: Mapping[str, Any], sweep: Optional[str] = None) -> Versioned
     resolved = resolve_paths(data)
     if framework == MAXTEXT:
         return maxtext_document(resolved, sweep)
-    return megatron_document(resolved, sweep)
+    return sweep_document(resolved, sweep, framework)
 
 
 def origin(path: str, origins: Sequence[Tuple[str, str]]) -> str:
@@ -269,6 +274,7 @@ def maxtext_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versione
     origins += [(join_path(params_path, key), join_path(join_path(join_path("training.sweeps", index),
                                                                   "maxtext_overrides"), key)) for key in overrides]
     config = maxtext_config(data, training, origins, warnings)
+    refuse_checkpoint_resume(training)
     warn_unused(data, training, warnings)
     document = {"config": config, "model_params": {mode: {model_id: {gpu_arch: params}}}}
     dataset = str(params.get("dataset_type", "synthetic"))
@@ -276,7 +282,7 @@ def maxtext_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versione
     gpus = training.get("gpus_per_node")
     return Versioned(document, name, name, gpus if isinstance(gpus, int) else None,
                      thresholds_enforced(data), threshold_json(data), scaling_baseline(training, "training"),
-                     origins, warnings)
+                     origins, warnings, loss_curve(training, "training.loss_curve"))
 
 
 def maxtext_config(data: Mapping[str, Any], training: Mapping[str, Any], origins: List[Tuple[str, str]],
@@ -365,7 +371,8 @@ def run_labels(framework: str, params: Mapping[str, Any]) -> Dict[str, Any]:
         quantization = str(params.get("quantization") or "").lower()
         return {"BATCH": params.get("per_device_batch_size"), "SEQLEN": params.get("max_target_length"),
                 "PRECISION": "FP8" if "fp8" in quantization else quantization.upper() or "BF16"}
-    return {"MBS": params.get("micro_batch_size"), "GBS": params.get("batch_size"),
+    gbs = params.get("global_batch_size") if framework == TORCHTITAN else params.get("batch_size")
+    return {"MBS": params.get("micro_batch_size"), "GBS": gbs,
             "PRECISION": params.get("precision"), "SEQLEN": params.get("sequence_length")}
 
 
@@ -384,10 +391,37 @@ def megatron_cell(combo: Mapping[str, Any]) -> str:
                                            combo.get("precision"))
 
 
+def loss_curve(data: Mapping[str, Any], path: str) -> Optional[Dict[str, Any]]:
+    """The suite's loss-curve check (``loss_curve``: the loss's least-squares slope below ``max_slope``), run as
+    the threshold ``loss_slope`` max ``max_slope``; ``enforce`` false reports it. The slope is fitted over every
+    step (the suite samples every ``sample_every``-th step and its milestones: the same line, more points)."""
+    section = data.get("loss_curve")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(path, "an object with max_slope and enforce", type_name(section))
+    slope = section.get("max_slope", 0.0)
+    if not isinstance(slope, (int, float)) or isinstance(slope, bool):
+        raise ConfigError(join_path(path, "max_slope"), "a number (the loss's slope per step to stay below)",
+                          show(slope))
+    return {"max_slope": float(slope), "enforce": to_bool(section.get("enforce", True), join_path(path, "enforce")),
+            "source": path}
+
+
+def refuse_checkpoint_resume(training: Mapping[str, Any]) -> None:
+    """The suite's opt-in checkpoint save-and-resume test (with its smoke model) trains twice and compares: the
+    collection trains once, so an enabled one is refused by name rather than silently skipped."""
+    section = training.get("checkpoint_resume")
+    if isinstance(section, dict) and to_bool(section.get("enabled", False), "training.checkpoint_resume.enabled"):
+        raise ConfigError("training.checkpoint_resume.enabled", "false: the checkpoint save-and-resume test (and "
+                          "its smoke_model_overrides) is not run by clusterval.training, which trains once and "
+                          "judges that run; run it with the suite", "true")
+
+
 def warn_unused(data: Mapping[str, Any], training: Mapping[str, Any], warnings: List[str]) -> None:
     used_training = {"steps", "enable_checkpointing", "distributed", "nic_type", "rdma_lib", "xla_flags",
                      "train_script_paths", "env_vars", "nccl", "jax_distributed", "maxtext_config", "sweeps",
-                     "enabled_sweep_list", "gpus_per_node", "tokenizer", "scaling_baseline"}
+                     "enabled_sweep_list", "gpus_per_node", "tokenizer", "scaling_baseline", "loss_curve"}
     for key in training:
         if is_documentation_key(key) or key in used_training:
             continue
@@ -412,7 +446,8 @@ def warn_unused_top(data: Mapping[str, Any], used: set, warnings: List[str]) -> 
 
 # -- Megatron-LM --------------------------------------------------------------------------------
 
-def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Versioned:
+def sweep_document(data: Mapping[str, Any], wanted: Optional[str], framework: str) -> Versioned:
+    """Megatron-LM's and TorchTitan's layout: config, flat model_params, sweep.combinations."""
     warnings: List[str] = []
     origins: List[Tuple[str, str]] = []
     sweep = require_dict(data, "sweep", "")
@@ -425,31 +460,31 @@ def megatron_document(data: Mapping[str, Any], wanted: Optional[str]) -> Version
     params = without_documentation(dict(require_dict(data, "model_params", "")))
     model = params.pop("model_name", None)
     if not isinstance(model, str) or not model:
-        raise ConfigError("model_params.model_name", "the model's name (it selects the Megatron-LM script)", show(model))
-    for key, engine_key in (("micro_batch_size", "micro_batch_size"), ("global_batch_size", "batch_size"),
-                            ("precision", "precision")):
+        raise ConfigError("model_params.model_name", "the model's name (it selects the %s model)"
+                          % ("Megatron-LM script" if framework == MEGATRON else "TorchTitan"), show(model))
+    keys = COMBINATION_KEYS[framework]
+    for key, engine_key in keys.items():
         if combo.get(key) not in (None, ""):
             params[engine_key] = combo[key]
     for key in combo:
         if key not in ("name", "micro_batch_size", "global_batch_size", "precision") and not is_documentation_key(key):
             note = "the threshold file judges the run" if key == "result_dict" else "clusterval.training does not use it"
             warnings.append("%s: ignored (%s)" % (join_path(combo_path, key), note))
-    distributed = data["framework"] == "megatron_distributed"
+    distributed = data["framework"].endswith("_distributed")
     mode = "multi_node" if distributed else "single_node"
     gpu_arch = str(data.get("gpu_arch") or "gpu")
     params_path = join_path(join_path(join_path("model_params", mode), model), gpu_arch)
     origins += [(params_path, "model_params")]
-    origins += [(join_path(params_path, engine), join_path(combo_path, key)) for key, engine in
-                (("micro_batch_size", "micro_batch_size"), ("global_batch_size", "batch_size"),
-                 ("precision", "precision")) if combo.get(key) not in (None, "")]
+    origins += [(join_path(params_path, engine), join_path(combo_path, key)) for key, engine in keys.items()
+                if combo.get(key) not in (None, "")]
     config = dict(require_dict(data, "config", ""))
     config.update(container_settings(require_dict(data, "container", ""), origins, warnings))
-    config.update(framework=MEGATRON, distributed_training=str(distributed))
+    config.update(framework=framework, distributed_training=str(distributed))
     warn_unused_top(data, {"schema_version", "framework", "gpu_arch", "enforce_thresholds", "threshold_json",
-                           "config", "model_params", "container", "sweep", "scaling_baseline"}, warnings)
+                           "config", "model_params", "container", "sweep", "scaling_baseline", "loss_curve"}, warnings)
     document = {"config": config, "model_params": {mode: {model: {gpu_arch: params}}}}
     return Versioned(document, name, megatron_cell(combo), None, thresholds_enforced(data), threshold_json(data),
-                     scaling_baseline(data, ""), origins, warnings)
+                     scaling_baseline(data, ""), origins, warnings, loss_curve(data, "loss_curve"))
 
 
 # -- thresholds and scaling ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ options:
       - A stack's name reads that stack's format (V(primus) prints Megatron-LM's lines).
       - When polling, pass the RV(framework) of the previous call back once it is known.
     type: str
-    choices: [auto, maxtext, megatron, primus, nxdt]
+    choices: [auto, maxtext, megatron, primus, nxdt, torchtitan]
     default: auto
   offset:
     description: Byte offset to start reading at (the RV(offset) of the previous call). A value beyond the

@@ -85,9 +85,10 @@ options:
   framework:
     description:
       - Training stack. Defaults to what the config implies (C(training_steps) - MaxText,
-        C(training_iterations) - Megatron-LM, a C(.yaml) config - Neuronx Distributed Training).
+        C(training_iterations) - Megatron-LM, C(torchtitan_root) - TorchTitan, a C(.yaml) config - Neuronx
+        Distributed Training).
     type: str
-    choices: [maxtext, megatron, primus, nxdt]
+    choices: [maxtext, megatron, primus, nxdt, torchtitan]
   overrides:
     description:
       - Deep-merged over the config JSON before planning, in the same shape as the config, for example a

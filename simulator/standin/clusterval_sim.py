@@ -13,7 +13,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NoReturn
+from typing import Any, Callable, Mapping, NoReturn
 
 BANNER = "[clusterval simulator]"
 DEFAULT_GPUS = 8
@@ -400,15 +400,65 @@ def run_guarded(body: Callable[[], int], exit_zero_on_failure: Callable[[], bool
         return failure.exit_code
 
 
+def torchrun_rendezvous(env: Mapping[str, str], topology: Mapping[str, Any], faults: Faults) -> Rendezvous:
+    """The node joins its torchrun job after the fault's start delay; a rendezvous that fails prints PyTorch's
+    DistNetworkError."""
+    time.sleep(faults.start_delay)
+    rendezvous = Rendezvous(topology["master"], topology["port"], topology["rank"], topology["nnodes"],
+                            rendezvous_timeout(env, None))
+    try:
+        rendezvous.join()
+    except RendezvousTimeout as err:
+        raise SimFailure([f"torch.distributed.DistNetworkError: rendezvous with {topology['master']}:"
+                          f"{topology['port']} failed: {len(err.joined)}/{topology['nnodes']} nodes joined"]) from None
+    return rendezvous
+
+
+def check_nproc(env: Mapping[str, str], topology: Mapping[str, Any], unit: str) -> None:
+    """torchrun's --nproc_per_node against the node's simulated devices (CLUSTERVAL_SIM_GPUS)."""
+    simulated = env_int(env, "CLUSTERVAL_SIM_GPUS")
+    if simulated is not None and simulated != topology["gpus"]:
+        raise SimFailure([f"{BANNER} --nproc_per_node {topology['gpus']} but the node has {simulated} (simulated) "
+                          f"{unit}"])
+
+
+def crash_lines(topology: Mapping[str, Any], entry: str) -> list[str]:
+    """torchrun's summary of a rank (local rank 3 of the node) killed by a signal."""
+    rank = topology["rank"] * topology["gpus"] + 3
+    pid = os.getpid() + 3
+    return ["[%s] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "
+            "(pid: %d) of binary: /usr/bin/python3" % (time.strftime("%Y-%m-%d %H:%M:%S,000"), pid),
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "============================================================",
+            f"{entry} FAILED",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
+            f"  host      : {os.uname().nodename}",
+            f"  rank      : {rank} (local_rank: 3)",
+            f"  exitcode  : -11 (pid: {pid})",
+            "  error_file: <N/A>",
+            f"  traceback : Signal 11 (SIGSEGV) received by PID {pid}",
+            "============================================================"]
+
+
 def torchrun_topology(argv: list[str]) -> tuple[dict, int]:
     """torchrun's options (--nproc_per_node N --nnodes N --node_rank R --master_addr A --master_port P, or
-    --option=value) before the script: the topology, and the index of the script in ``argv``."""
-    topology: dict = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500}
+    --option=value; c10d's --rdzv_endpoint A:P; --rdzv_id, --rdzv_backend, --role, --tee taken as given; the flag
+    --module) before the script: the topology, and the index of the script (or module) in ``argv``."""
+    topology: dict = {"gpus": 8, "nnodes": 1, "rank": 0, "master": "localhost", "port": 29500, "module": False}
     names = {"--nproc_per_node": ("gpus", int), "--nnodes": ("nnodes", int), "--node_rank": ("rank", int),
-             "--master_addr": ("master", str), "--master_port": ("port", int)}
+             "--master_addr": ("master", str), "--master_port": ("port", int), "--rdzv_endpoint": ("endpoint", str),
+             "--rdzv_id": ("rdzv_id", str), "--rdzv_backend": ("rdzv_backend", str), "--role": ("role", str),
+             "--tee": ("tee", str)}
     index = 0
     while index < len(argv) and argv[index].startswith("--"):
         option, _sep, inline = argv[index].partition("=")
+        if option in ("--module", "-m"):
+            topology["module"] = True
+            index += 1
+            continue
         if option not in names:
             raise SimFailure([f"torchrun: error: unrecognized arguments: {argv[index]}"], exit_code=2)
         raw = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")
@@ -418,4 +468,9 @@ def torchrun_topology(argv: list[str]) -> tuple[dict, int]:
             topology[key] = kind(raw)
         except ValueError:
             raise SimFailure([f"torchrun: error: argument {option}: invalid value: '{raw}'"], exit_code=2) from None
+    endpoint = topology.pop("endpoint", None)
+    if endpoint is not None:
+        # c10d's default port when the endpoint names none (torch.distributed.elastic's parse_rendezvous_endpoint)
+        host, sep, port = endpoint.rpartition(":")
+        topology["master"], topology["port"] = (host, int(port)) if sep and port.isdigit() else (endpoint, 29400)
     return topology, index

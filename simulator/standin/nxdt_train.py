@@ -23,8 +23,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from clusterval_sim import (  # noqa: E402
-    BANNER, Faults, PeerLost, Rendezvous, RendezvousTimeout, SimFailure, Speed, device_root, env_int, hang_forever,
-    pace, rendezvous_timeout, run_guarded, say, token_note, torchrun_topology,
+    BANNER, Faults, PeerLost, RendezvousTimeout, SimFailure, Speed, check_nproc, crash_lines, device_root,
+    hang_forever, pace, run_guarded, say, token_note, torchrun_rendezvous, torchrun_topology,
 )
 from simyaml import scalar, strip_comment  # noqa: E402
 
@@ -152,27 +152,6 @@ def bar_update(step: int, total: int, elapsed: float, seconds: float, loss: floa
                                      done * float(gbs), throughput, throughput * 1.02, 1.0 + 8.0 / done))
 
 
-def crash_lines(topology: Mapping[str, Any]) -> list[str]:
-    """torchrun's summary of a rank killed by a signal."""
-    rank = topology["rank"] * topology["gpus"] + 3
-    pid = os.getpid() + 3
-    return ["[%s] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "
-            "(pid: %d) of binary: /usr/bin/python3" % (time.strftime("%Y-%m-%d %H:%M:%S,000"), pid),
-            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
-            "============================================================",
-            f"{ENTRY_POINT} FAILED",
-            "------------------------------------------------------------",
-            "Root Cause (first observed failure):",
-            "[0]:",
-            f"  time      : {time.strftime('%Y-%m-%d_%H:%M:%S')}",
-            f"  host      : {os.uname().nodename}",
-            f"  rank      : {rank} (local_rank: 3)",
-            f"  exitcode  : -11 (pid: {pid})",
-            "  error_file: <N/A>",
-            f"  traceback : Signal 11 (SIGSEGV) received by PID {pid}",
-            "============================================================"]
-
-
 def train(values: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[str, Any]) -> int:
     checked(values, topology)
     first = topology["rank"] == 0
@@ -181,14 +160,7 @@ def train(values: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[s
         + ("" if first else "; the progress bar is printed by global rank 0, on the first node"))
     check_node(env, topology)
     faults = Faults.from_env(env, topology["rank"])
-    time.sleep(faults.start_delay)
-    rendezvous = Rendezvous(topology["master"], topology["port"], topology["rank"], topology["nnodes"],
-                            rendezvous_timeout(env, None))
-    try:
-        rendezvous.join()
-    except RendezvousTimeout as err:
-        raise SimFailure([f"torch.distributed.DistNetworkError: rendezvous with {topology['master']}:"
-                          f"{topology['port']} failed: {len(err.joined)}/{topology['nnodes']} nodes joined"]) from None
+    rendezvous = torchrun_rendezvous(env, topology, faults)
     for line in compile_cache_lines(env, values):
         say(line)
     speed = Speed.from_env(env, faults, seed=topology["rank"] + 53)
@@ -201,7 +173,7 @@ def train(values: Mapping[str, Any], env: Mapping[str, str], topology: Mapping[s
             if faults.hangs_at(step):
                 hang_forever()
             if faults.crashes_at(step):
-                raise SimFailure(([""] if first and step else []) + crash_lines(topology))
+                raise SimFailure(([""] if first and step else []) + crash_lines(topology, ENTRY_POINT))
             seconds = rendezvous.collective(step, pace(speed, rendezvous, first=step == 0))
             elapsed += seconds
             loss = float("nan") if faults.loss_is_nan(step) else speed.loss(step, 9.0)
@@ -227,10 +199,7 @@ def torchrun_main(argv: list[str], env: Mapping[str, str]) -> int:
     if not os.path.isfile(argv[index]):
         raise SimFailure([f"/usr/bin/python3: can't open file '{os.path.abspath(argv[index])}': [Errno 2] No such "
                           "file or directory"], exit_code=2)
-    simulated = env_int(env, "CLUSTERVAL_SIM_GPUS")
-    if simulated is not None and simulated != topology["gpus"]:
-        raise SimFailure([f"{BANNER} --nproc_per_node {topology['gpus']} but the node has {simulated} (simulated) "
-                          "NeuronCores"])
+    check_nproc(env, topology, "NeuronCores")
     return train(read_nested(config_file(argv[index + 1:])), env, topology)
 
 

@@ -124,6 +124,30 @@ def test_a_key_maxtext_of_2025_would_ignore_is_a_warning_naming_its_path():
     assert not [w for w in plan(SEED, newer_image)["warnings"] if "without a word" in w]
 
 
+@pytest.mark.parametrize("image", ["clusterval/simulator:latest", "rocm/jax-training:maxtext-v26.3",
+                                   "registry.example/jax:latest"])
+def test_a_misspelt_key_is_named_whatever_the_image_tag_with_the_layouts_checked(image):
+    """No tag gives the MaxText away: the key is checked against every layout the collection knows."""
+    def misspell(config):
+        config["config"]["container_image"] = image
+        config["model_params"]["single_node"]["llama3.1-70b"]["mi300x"]["max_target_lenght"] = "4096"
+    warnings = [w for w in plan(SEED, misspell)["warnings"] if "max_target_lenght" in w]
+    assert warnings == [
+        'model_params.single_node["llama3.1-70b"].mi300x.max_target_lenght: no MaxText layout has the key '
+        "max_target_lenght (did you mean max_target_length?): maxtext-2025 and maxtext-legacy would ignore it "
+        "without a word; maxtext-package refuses it when it starts (MAXTEXT CONFIG ERROR) (every layout the "
+        "collection knows: the image's tag (%s) does not say which MaxText it runs)" % image]
+
+
+def test_with_the_2025_tag_the_warning_names_the_layouts_it_assumed():
+    def misspell(config):
+        config["model_params"]["single_node"]["llama3.1-70b"]["mi300x"]["max_target_lenght"] = "4096"
+    [warning] = [w for w in plan(SEED, misspell)["warnings"] if "max_target_lenght" in w]
+    assert "MaxText of 2025 (rocm/jax-training:maxtext-v25.9) has no key max_target_lenght (did you mean " \
+           "max_target_length?): maxtext-2025 and maxtext-legacy would ignore it without a word (assumed from the " \
+           "image's tag rocm/jax-training:maxtext-v25.9)" in warning
+
+
 def test_the_step_line_of_maxtext_2025_parses():
     """Built with MaxText of 2025's own format string (0f12f3da src/MaxText/metric_logger.py lines 103-107, and
     110-113 with multi-token prediction); real lines of that format: MX-01 in the shared real logs."""

@@ -1,6 +1,6 @@
 """The validation suite's own configs (tests/fixtures/cvs, copied from ROCm/cvs, MIT; see SOURCE.md there):
-its current legacy JAX layout plans with every setting it carries; TorchTitan is refused by name (the versioned
-format: test_versioned.py)."""
+its current legacy JAX layout plans with every setting it carries (the versioned format: test_versioned.py; every
+file and combination: test_suite_all_configs.py)."""
 import os
 
 import pytest
@@ -98,16 +98,6 @@ def test_lowercase_env_like_keys_reach_the_container_upper_cased():
 def test_a_token_in_env_vars_is_refused_like_one_in_env_dict():
     with pytest.raises(ConfigError, match=r"config\.env_vars\.HF_TOKEN.*hf_token_file"):
         plan(JAX_CURRENT, {"config": {**SITE["config"], "env_vars": {"HF_TOKEN": "hf_x"}}})
-
-
-@pytest.mark.parametrize("name, path", [
-    ("torchtitan/mi3xx_torchtitan_llama_distributed.json", "config.torchtitan_root"),
-    ("torchtitan/mi355_llama3_1_70b_distributed_config.json", "framework"),
-])
-def test_torchtitan_is_refused_never_planned_as_another_framework(name, path):
-    with pytest.raises(ConfigError) as error:
-        plan(name, {})
-    assert error.value.path == path and "TorchTitan is not supported yet" in str(error.value)
 
 
 @pytest.mark.parametrize("value", ["", "''", '""', []])

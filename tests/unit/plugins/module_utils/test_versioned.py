@@ -100,10 +100,49 @@ def test_the_train_script_is_the_first_of_train_script_paths_the_image_has():
 
 def test_keys_the_engine_does_not_use_are_named():
     warnings = plan()["warnings"]
-    for path in ("training.checkpoint_resume", "training.error_patterns", "training.loss_curve",
-                 "container.runtime.args.privileged", "container.runtime.args.ulimit",
+    for path in ("training.checkpoint_resume", "training.error_patterns", "container.runtime.args.privileged", "container.runtime.args.ulimit",
                  "training.tokenizer.hf_model_id"):
         assert any(w.startswith(path + ": ignored (") for w in warnings), path
+
+
+def test_the_loss_curve_check_runs_as_a_threshold_on_the_loss_slope():
+    for path, source in ((JAX, "training.loss_curve"), (MEGATRON, "loss_curve")):
+        slope = by_metric(plan(path))["loss_slope"]
+        assert (slope["kind"], slope["value"], slope["source"], slope["enforce"]) == ("max", 0.0, source, True)
+    assert not any(w.startswith("training.loss_curve") for w in plan()["warnings"])
+
+    def not_enforced(config):
+        config["training"]["loss_curve"].update(enforce=False, max_slope=-0.01)
+    slope = by_metric(plan(change=not_enforced))["loss_slope"]
+    assert (slope["value"], slope["enforce"]) == (-0.01, False)
+
+
+def test_a_rising_loss_fails_the_loss_curve_check_naming_the_slope():
+    result = plan()
+    rising = [{"step": s, "loss": 9.0 + s * 0.1, "tokens_per_sec_per_gpu": 5000.0, "tflops_per_sec_per_gpu": 1000.0,
+               "seconds": 1.0} for s in range(11)]
+    nodes = {host: {"steps": rising, "last_step": 10, "exit_code": 0, "errors": []} for host in ("n1", "n2")}
+    outcome = _verdict.verdict(result, nodes)
+    slope = [c for c in outcome["checks"] if c["metric"] == "loss_slope" and c["check"] == "threshold"]
+    assert [c["status"] for c in slope] == ["fail", "fail"]
+    assert slope[0]["actual"] == pytest.approx(0.1) and "loss_slope 0.100 > 0.000" in slope[0]["detail"]
+
+
+def test_a_loss_curve_without_a_numeric_slope_is_refused_by_its_path():
+    def bad(config):
+        config["training"]["loss_curve"]["max_slope"] = "flat"
+    with pytest.raises(ConfigError, match=r"^training\.loss_curve\.max_slope: expected a number"):
+        plan(change=bad)
+
+
+def test_an_enabled_checkpoint_resume_test_is_refused_by_name():
+    def enable(config):
+        config["training"]["checkpoint_resume"]["enabled"] = True
+    with pytest.raises(ConfigError, match=r"^training\.checkpoint_resume\.enabled: expected false: the checkpoint "
+                                          r"save-and-resume test \(and its smoke_model_overrides\) is not run"):
+        plan(change=enable)
+    assert "training.checkpoint_resume: ignored (enabled is false: the suite skips its checkpoint save-and-resume " \
+           "test too)" in plan()["warnings"]
 
 
 # -- threshold cells by the run's actual values -------------------------------------------------
@@ -152,7 +191,8 @@ def test_a_sweep_whose_cell_the_file_lacks_is_not_judged():
         config["training"]["sweeps"][0]["name"] = "NNODES=2,STEPS=10,PRECISION=BF16,BATCH=2,GBS=32,SEQLEN=4096"
         config["training"]["enabled_sweep_list"] = [config["training"]["sweeps"][0]["name"]]
     result = plan(change=rename)
-    assert result["threshold_file"]["cell"] is None and all(not t["set"] for t in result["thresholds"])
+    assert result["threshold_file"]["cell"] is None
+    assert all(not t["set"] for t in result["thresholds"] if t["source"] != "training.loss_curve")
     assert any("no cell named NNODES=2,STEPS=10,PRECISION=BF16,BATCH=2,GBS=32,SEQLEN=4096" in w
                for w in result["warnings"])
     unjudged = _verdict.judged_and_unjudged(result)["unjudged"]
@@ -165,7 +205,8 @@ def test_without_a_threshold_file_the_metrics_are_reported_not_judged(tmp_path):
     del document["threshold_json"]
     config.write_text(json.dumps(document))
     result = plan(str(config))
-    assert result["thresholds"] == [] and any(w.startswith("threshold_json: no threshold file") for w in result["warnings"])
+    assert [t["metric"] for t in result["thresholds"]] == ["loss_slope"], "the loss curve needs no threshold file"
+    assert any(w.startswith("threshold_json: no threshold file") for w in result["warnings"])
 
 
 def test_a_threshold_file_that_is_not_there_is_named(tmp_path):
@@ -271,7 +312,8 @@ def test_the_train_script_of_the_images_maxtext_version_comes_first(image, first
 
 def test_with_enforce_thresholds_false_a_missed_threshold_is_reported_not_failed():
     result = plan(change=set_in(("enforce_thresholds",), False))
-    assert {t["enforce"] for t in result["thresholds"]} == {False}
+    # the loss curve has its own enforce (loss_curve.enforce)
+    assert {t["enforce"] for t in result["thresholds"] if t["metric"] != "loss_slope"} == {False}
     steps = [{"step": s, "loss": 9.0 - s * 0.1, "tokens_per_sec_per_gpu": 500.0, "tflops_per_sec_per_gpu": 100.0,
               "seconds": 1.0} for s in range(11)]
     nodes = {host: {"steps": steps, "last_step": 9, "exit_code": 0, "errors": []} for host in ("n1", "n2")}
