@@ -85,23 +85,38 @@ def sshd_stopped(cluster, hosts):
             cluster.run(host, ["/usr/sbin/sshd", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")])
 
 
-def test_a_pass_through_sbatch_and_sacct_shows_the_job(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    with sshd_stopped(slurm, hosts):
-        proc = run_slurm(slurm, tmp_path, hosts)
+def test_a_pass_on_the_nodes_slurm_gave_from_a_reservation_and_sacct_shows_the_job(slurm, tmp_path):
+    """Nodes from the scheduler: Slurm picks 2 free nodes of a reservation, the run is planned on them in the
+    plan's order (the pool's, not Slurm's), never reaches them over SSH, and releases the holding job."""
+    given = slurm.nodes[-2:]
+    pool = list(reversed(slurm.nodes))
+    login("scontrol", "create", "reservation", "ReservationName=pool", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(given), "Users=%s" % slurm.user)
+    try:
+        with sshd_stopped(slurm, given):
+            proc = run_slurm(slurm, tmp_path, pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "pool"})
+    finally:
+        login("scontrol", "delete", "ReservationName=pool", check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     document = results(tmp_path)
     assert document["verdict"] == "PASS", document["headline"]
+    job = json.loads((tmp_path / "plan.json").read_text())["jobs"][0]
+    assert job["hosts"] == pool[:2] == list(reversed(given)), job["hosts"]
+    assert job["coordinator_address"] == slurm.addresses[pool[0]], job
     record = document["scheduler"]
     assert record["launcher"] == "slurm" and record["sacct"]["State"] == "COMPLETED", record
-    assert record["sacct"]["NodeList"] == "node[1-2]" and record["srun_errors"] == {}, record
-    assert record["drain"] == {"argv": [], "run": False}
+    assert record["sacct"]["NodeList"] == "%s[%s-%s]" % (given[0][:-1], given[0][-1], given[1][-1]), record
+    assert record["srun_errors"] == {} and record["drain"] == {"argv": [], "run": False}, record
     accounted = login("sacct", "-j", record["job_id"], "-X", "--parsable2", "--noheader",
                       "--format=JobName,State,Comment").stdout.strip().split("|")
     assert accounted == ["clusterval-%s" % document["run_id"], "COMPLETED",
                          "clusterval.training:run:%s" % document["run_id"]], accounted
-    assert "Slurm | Submit the job" in proc.stdout
-    assert_no_training_container(slurm, hosts)
+    # the holding job: released as soon as the run's job was submitted on its nodes
+    held = login("sacct", "-X", "--parsable2", "--noheader", "--name=clusterval-allocation",
+                 "--format=JobID,State,NodeList").stdout.strip().splitlines()[-1].split("|")
+    assert int(held[0]) < int(record["job_id"]) and held[1].startswith("CANCELLED"), held
+    assert "Slurm | Submit the job" in proc.stdout and "Slurm | Release the allocation" in proc.stdout
+    assert_no_training_container(slurm, given)
     assert no_job_left()
 
 
