@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from test_isolate import slow_node_inventory
 from test_safety import finish
-from test_train_e2e import (JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results, sim_env,
-                            train_argv, training_underway, wait_for)
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results,
+                            sim_env, train_argv, training_underway, wait_for)
 
 pytestmark = pytest.mark.cluster
 
@@ -112,11 +113,44 @@ def test_a_pass_on_the_nodes_slurm_gave_from_a_reservation_and_sacct_shows_the_j
     assert accounted == ["clusterval-%s" % document["run_id"], "COMPLETED",
                          "clusterval.training:run:%s" % document["run_id"]], accounted
     # the holding job: released as soon as the run's job was submitted on its nodes
-    held = login("sacct", "-X", "--parsable2", "--noheader", "--name=clusterval-allocation",
-                 "--format=JobID,State,NodeList").stdout.strip().splitlines()[-1].split("|")
+    held = holding_jobs()[-1]
     assert int(held[0]) < int(record["job_id"]) and held[1].startswith("CANCELLED"), held
     assert "Slurm | Submit the job" in proc.stdout and "Slurm | Release the allocation" in proc.stdout
     assert_no_training_container(slurm, given)
+    assert no_job_left()
+
+
+def holding_jobs() -> list[list[str]]:
+    """JobID, State of every holding job of the nodes from the scheduler, oldest first."""
+    table = login("sacct", "-X", "--parsable2", "--noheader", "--name=clusterval-allocation",
+                  "--format=JobID,State").stdout
+    return [line.split("|") for line in table.splitlines() if line.strip()]
+
+
+def test_isolate_runs_its_subsets_as_slurm_jobs_on_the_nodes_slurm_gave(slurm, tmp_path):
+    """isolate.yml under Slurm with slurm_nodes: one allocation for the isolation (released before the first
+    subset), then each subset its own job on exactly its nodes; the slow node follows its node (a host variable of
+    its container, as on the SSH path), whatever its rank in the subset."""
+    if len(slurm.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    a, b, c, d = slurm.nodes[:4]
+    run_dir = tmp_path / "isolation"
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(slurm.inventory), "-i", slow_node_inventory(tmp_path / "slow.json", c),
+            str(REPO / "playbooks" / "isolate.yml"), "-e", f"training_config={JAX_MULTI}", "-e", json.dumps(dict(
+                SLURM, slurm_nodes=4, training_run_dir=str(run_dir), isolate_iterations=6, isolate_max_rounds=1,
+                training_overrides_extra=sim_env(STEP_SECONDS="0.15")))]
+    proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=2 * RUN_TIMEOUT_S,
+                          check=False)
+    document = json.loads((run_dir / "isolation.json").read_text())
+    rounds = [[(g["hosts"], g["judgement"]) for g in entry["groups"]] for entry in document["rounds"]]
+    assert rounds == [[([a, b], "healthy"), ([c, d], "slow")]], (rounds, proc.stdout[-3000:])
+    allocation = holding_jobs()[-1]
+    assert allocation[1].startswith("CANCELLED"), allocation
+    for group in document["rounds"][0]["groups"]:
+        record = json.loads((run_dir / "rounds" / group["name"] / "results.json").read_text())["scheduler"]
+        assert record["launcher"] == "slurm" and int(record["job_id"]) > int(allocation[0]), record
+        assert login("scontrol", "show", "hostnames", record["sacct"]["NodeList"]).stdout.split() == group["hosts"]
+    assert_no_training_container(slurm, slurm.nodes[:4])
     assert no_job_left()
 
 
