@@ -238,10 +238,13 @@ def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
 def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):
     hosts = slurm.nodes[:2]
     login("scontrol", "create", "reservation", "ReservationName=maint", "StartTime=now", "Duration=30",
-          "Nodes=%s" % ",".join(hosts), "Users=root", "Flags=maint")
+          "Nodes=%s" % ",".join(slurm.nodes), "Users=root", "Flags=maint")
     try:
         # pending 20 s: four times the stale timeout (5 s here), which would have ended a watched run
         proc = run_slurm(slurm, tmp_path, hosts, more_vars={"slurm_pending_timeout": 20})
+        # nodes from the scheduler: the allocation pends as well, and its limit ends the run before any plan
+        allocating = run_slurm(slurm, tmp_path / "allocation", hosts,
+                               more_vars={"slurm_pending_timeout": 4, "slurm_nodes": 2})
     finally:
         login("scontrol", "delete", "ReservationName=maint", check=False)
     assert proc.returncode != 0
@@ -250,6 +253,10 @@ def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms
     cause = document["run_cause"]
     assert cause["class"] == "pending" and "Slurm's reason: ReqNodeNotAvail" in cause["text"], cause
     assert "no node was tested" in cause["text"] and "stale" not in document["headline"]
+    assert allocating.returncode != 0
+    assert ("FAIL: pending: the allocation of 2 nodes pended past the pending limit of 4 s: Slurm's reason: "
+            "ReqNodeNotAvail") in allocating.stdout, allocating.stdout[-3000:]
+    assert holding_jobs()[-1][1].startswith("CANCELLED") and "Plan the run" not in allocating.stdout
     assert no_job_left(), login("squeue").stdout
     assert_no_training_container(slurm, hosts)
 
