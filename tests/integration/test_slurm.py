@@ -167,42 +167,34 @@ def test_check_mode_shows_the_job_script_and_submits_nothing(slurm, tmp_path):
     assert_no_training_container(slurm, hosts)
 
 
-def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path(slurm, tmp_path):
+def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path_and_drains_it(slurm, tmp_path):
+    """The crash's culprit as on the SSH path, the other nodes' own causes kept; drain (opt-in) rendered and run
+    with the run and the headline as Slurm's reason."""
     if len(slurm.nodes) < 4:
         pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
     hosts = slurm.nodes[:4]
-    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="2"))
-    assert proc.returncode != 0
-    document = results(tmp_path)
-    culprit = document["culprit"]
-    assert culprit["host"] == hosts[2] and culprit["step"] == 2 and "XlaRuntimeError" in culprit["text"], culprit
-    assert sorted(document["consequences"]) == sorted(set(hosts) - {hosts[2]}), document["consequences"]
-    record = document["scheduler"]
-    assert record["srun_errors"][hosts[2]]["exit_code"] == 1, record["srun_errors"]
-    # Drain is opt-in: the exact command is in results.json, not run.
-    drain = record["drain"]
-    assert drain["run"] is False and drain["argv"][:4] == ["scontrol", "update", "NodeName=%s" % hosts[2],
-                                                           "State=DRAIN"], drain
-    assert login("sinfo", "-h", "-n", hosts[2], "-o", "%t").stdout.strip() == "idle"
-    assert_no_training_container(slurm, hosts)
-    assert no_job_left()
-
-
-def test_drain_opt_in_drains_the_culprit_with_the_run_and_the_headline(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="1"),
+    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="2"),
                      more_vars={"slurm_drain": True})
     try:
         assert proc.returncode != 0
         document = results(tmp_path)
-        assert document["culprit"]["host"] == hosts[1]
-        assert document["scheduler"]["drain"]["run"] is True
-        state, reason = login("sinfo", "-h", "-n", hosts[1], "-o", "%t|%E").stdout.strip().split("|", 1)
+        culprit = document["culprit"]
+        assert culprit["host"] == hosts[2] and culprit["step"] == 2 and "XlaRuntimeError" in culprit["text"], culprit
+        assert sorted(document["consequences"]) == sorted(set(hosts) - {hosts[2]}), document["consequences"]
+        record = document["scheduler"]
+        assert record["srun_errors"][hosts[2]]["exit_code"] == 1, record["srun_errors"]
+        drain = record["drain"]
+        assert drain["run"] is True and drain["argv"][:4] == ["scontrol", "update", "NodeName=%s" % hosts[2],
+                                                              "State=DRAIN"], drain
+        state, reason = login("sinfo", "-h", "-n", hosts[2], "-o", "%t|%E").stdout.strip().split("|", 1)
         assert state in ("drain", "drng"), state
-        assert reason.startswith("clusterval run %s: FAIL: %s" % (document["run_id"], hosts[1])), reason
+        assert reason.startswith("clusterval run %s: FAIL: %s" % (document["run_id"], hosts[2])), reason
+        assert {login("sinfo", "-h", "-n", host, "-o", "%t").stdout.strip() for host in hosts if host != hosts[2]} \
+            == {"idle"}
     finally:
-        login("scontrol", "update", "NodeName=%s" % hosts[1], "State=RESUME", check=False)
+        login("scontrol", "update", "NodeName=%s" % hosts[2], "State=RESUME", check=False)
     assert_no_training_container(slurm, hosts)
+    assert no_job_left()
 
 
 def ended_by_slurm(cluster, run_dir, hosts, step_seconds, action) -> dict:
@@ -301,7 +293,8 @@ def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeu
     slurm.docker(hosts[1], "container", "prune", "-f", "--filter", "label=clusterval.run_id")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+# A killed controller (SIGKILL) runs no teardown at all: the lease alone stops every supervisor.
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
 def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signum):
     hosts = slurm.nodes[:2]
     run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
@@ -317,3 +310,23 @@ def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_pat
         time.sleep(2)
     assert no_job_left(), login("squeue").stdout
     assert_no_training_container(slurm, hosts)
+
+
+@pytest.mark.real
+def test_real_maxtext_passes_through_sbatch_on_two_nodes(slurm, tmp_path):
+    """Real MaxText, JAX and XLA on CPU (the real-framework image) as one sbatch job: jax.distributed joins the two
+    nodes from the environment each task takes by its Slurm node name."""
+    loaded = subprocess.run([str(SIMCLUSTER), "real-image"], capture_output=True, text=True, timeout=1800, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    hosts = slurm.nodes[:2]
+    proc = run_slurm(slurm, tmp_path, hosts, more_vars={"simcluster_real": True})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    document = results(tmp_path)
+    assert document["verdict"] == "PASS" and document["simulated"] is False, document["headline"]
+    assert document["scheduler"]["sacct"]["State"] == "COMPLETED", document["scheduler"]
+    for host in hosts:
+        log = (tmp_path / "logs" / host / "training.log").read_text(errors="replace")
+        # MaxText's own step lines, and both processes joined: two CPU devices
+        assert "completed step: 11," in log and "JAX global devices: [CpuDevice(id=0), CpuDevice(id=" in log, log[-3000:]
+    assert_no_training_container(slurm, hosts)
+    assert no_job_left()
