@@ -127,6 +127,26 @@ def holding_jobs() -> list[list[str]]:
     return [line.split("|") for line in table.splitlines() if line.strip()]
 
 
+def test_nodes_slurm_gave_outside_the_training_hosts_are_refused_and_released(slurm, tmp_path):
+    """Bad input before anything runs: the nodes Slurm gave must be training hosts of the inventory (here the pool
+    is node1:node2, the reservation holds the other two), and slurm_nodes needs the Slurm launcher."""
+    pool, given = slurm.nodes[:2], slurm.nodes[-2:]
+    login("scontrol", "create", "reservation", "ReservationName=pool", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(given), "Users=%s" % slurm.user)
+    try:
+        proc = run_slurm(slurm, tmp_path, pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "pool"})
+    finally:
+        login("scontrol", "delete", "ReservationName=pool", check=False)
+    assert proc.returncode != 0
+    assert "slurm_nodes: Slurm gave %s, not in %s of the inventory" % (", ".join(given), ":".join(pool)) \
+        in proc.stdout, proc.stdout[-3000:]
+    assert holding_jobs()[-1][1].startswith("CANCELLED") and "Plan the run" not in proc.stdout
+    assert no_job_left()
+    over_ssh = subprocess.run(train_argv(slurm, JAX_MULTI, tmp_path / "ssh", pool) + ["-e", "slurm_nodes=2"],
+                              cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert over_ssh.returncode != 0 and "found ssh with slurm_nodes=2" in over_ssh.stdout, over_ssh.stdout[-3000:]
+
+
 def test_isolate_runs_its_subsets_as_slurm_jobs_on_the_nodes_slurm_gave(slurm, tmp_path):
     """isolate.yml under Slurm with slurm_nodes: one allocation for the isolation (released before the first
     subset), then each subset its own job on exactly its nodes; the slow node follows its node (a host variable of
