@@ -217,34 +217,39 @@ def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path_and_drai
     assert no_job_left()
 
 
-def ended_by_slurm(cluster, run_dir, hosts, step_seconds, action) -> dict:
-    """A run whose job Slurm ends while it trains (``action(job_id)`` on the login host): its results."""
-    run = start_slurm(cluster, run_dir, hosts, sim_env(STEP_SECONDS=step_seconds))
+def job_of(run_dir) -> str:
+    """The id of the run's job, running now."""
+    run_id = json.loads((run_dir / "plan.json").read_text())["run_id"]
+    jobs = login("squeue", "-h", "-t", "RUNNING", "-n", "clusterval-%s" % run_id, "-o", "%i").stdout.split()
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+def test_scancel_by_someone_else_and_a_time_limit_are_the_runs_causes_and_name_no_node(slurm, tmp_path):
+    """Two runs at once, on two pairs of nodes, each ended by Slurm while it trains: one job cancelled by someone
+    else, the other's limit shortened by an administrator to a minute (Slurm ends it within its next check)."""
+    if len(slurm.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    cancelled, timed = tmp_path / "scancel", tmp_path / "time-limit"
+    runs = [start_slurm(slurm, cancelled, slurm.nodes[:2], sim_env(STEP_SECONDS="3")),
+            start_slurm(slurm, timed, slurm.nodes[2:4], sim_env(STEP_SECONDS="15"))]
     try:
-        wait_for(lambda: training_underway(run_dir), 120)
-        action(running_job())
-        assert finish(run) != 0
+        for run_dir in (cancelled, timed):
+            wait_for(lambda: training_underway(run_dir), 120)
+        login("scontrol", "update", "JobId=%s" % job_of(timed), "TimeLimit=1")
+        login("scancel", job_of(cancelled))
+        assert [finish(run) != 0 for run in runs] == [True, True]
     finally:
-        finish(run, 5)
-    assert_no_training_container(cluster, hosts)
+        for run in runs:
+            finish(run, 5)
+    assert_no_training_container(slurm, slurm.nodes[:4])
     assert no_job_left()
-    document = results(run_dir)
-    assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
-    return document
-
-
-def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "3", lambda job_id: login("scancel", job_id))
-    assert document["run_cause"]["class"] == "cancelled", document["run_cause"]
-    assert document["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
-
-
-def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
-    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "15",
-                              lambda job_id: login("scontrol", "update", "JobId=%s" % job_id, "TimeLimit=1"))
-    assert document["run_cause"]["class"] == "time limit", document["run_cause"]
-    assert "JobState=TIMEOUT" in document["run_cause"]["text"]
+    for run_dir, cause in ((cancelled, "cancelled"), (timed, "time limit")):
+        document = results(run_dir)
+        assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
+        assert document["run_cause"]["class"] == cause, document["run_cause"]
+    assert results(cancelled)["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
+    assert "JobState=TIMEOUT" in results(timed)["run_cause"]["text"]
 
 
 def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):
