@@ -318,23 +318,30 @@ def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeu
     slurm.docker(hosts[1], "container", "prune", "-f", "--filter", "label=clusterval.run_id")
 
 
-# A killed controller (SIGKILL) runs no teardown at all: the lease alone stops every supervisor.
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
-def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signum):
-    hosts = slurm.nodes[:2]
-    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
+@pytest.mark.parametrize("signums", [(signal.SIGINT, signal.SIGTERM), (signal.SIGKILL,)], ids=["sigint-sigterm", "sigkill"])
+def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signums):
+    """Ctrl-C and SIGTERM (two runs at once, on two pairs of nodes), and a killed controller (SIGKILL), which runs no
+    teardown at all: the lease alone stops every supervisor."""
+    pairs = [slurm.nodes[2 * index:2 * index + 2] for index in range(len(signums))]
+    if len(pairs[-1]) < 2:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    run_dirs = [tmp_path / signal.Signals(signum).name for signum in signums]
+    runs = [start_slurm(slurm, run_dir, hosts, sim_env(STEP_SECONDS="3600")) for run_dir, hosts in zip(run_dirs, pairs)]
     try:
-        wait_for(lambda: bool(list(tmp_path.glob("watch/*/progress.json"))), 120)
-        run.send_signal(signum)
-        assert finish(run, 120) != 0
+        for run_dir in run_dirs:
+            wait_for(lambda: bool(list(run_dir.glob("watch/*/progress.json"))), 120)
+        for run, signum in zip(runs, signums):
+            run.send_signal(signum)
+        assert [finish(run, 120) != 0 for run in runs] == [True] * len(runs)
     finally:
-        finish(run, 5)
+        for run in runs:
+            finish(run, 5)
     # The lease lapses (train_lease_timeout, 20 s here): every supervisor stops its job, every task ends.
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not no_job_left():
         time.sleep(2)
     assert no_job_left(), login("squeue").stdout
-    assert_no_training_container(slurm, hosts)
+    assert_no_training_container(slurm, [host for hosts in pairs for host in hosts])
 
 
 @pytest.mark.real
