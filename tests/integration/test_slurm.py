@@ -142,6 +142,9 @@ def test_nodes_slurm_gave_outside_the_training_hosts_are_refused_and_released(sl
         in proc.stdout, proc.stdout[-3000:]
     assert holding_jobs()[-1][1].startswith("CANCELLED") and "Plan the run" not in proc.stdout
     assert no_job_left()
+    refused = run_slurm(slurm, tmp_path / "refused", pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "none"})
+    assert refused.returncode != 0 and "slurm_nodes: the allocation failed (no node was tested): sbatch: error: " \
+        in refused.stdout, refused.stdout[-3000:]
     over_ssh = subprocess.run(train_argv(slurm, JAX_MULTI, tmp_path / "ssh", pool) + ["-e", "slurm_nodes=2"],
                               cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert over_ssh.returncode != 0 and "found ssh with slurm_nodes=2" in over_ssh.stdout, over_ssh.stdout[-3000:]
