@@ -29,8 +29,8 @@ def documented(name):
 
 def part(host):
     spec = dict(CONTAINER, env={"NODE_RANK": str(HOSTS.index(host))})
-    return {"spec": spec, "part": _launch_slurm.node_part(spec, {"Image": spec["image"]}, [], ["/tmp/run"],
-                                                           "unix:///var/run/docker.sock", 10)}
+    node = _launch_slurm.node_part(spec, {"Image": spec["image"]}, [], ["/tmp/run"], "unix:///var/run/docker.sock", 10)
+    return {"spec": spec, "part": node}
 
 
 def job(**settings):
