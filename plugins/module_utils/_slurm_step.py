@@ -116,7 +116,8 @@ def exec_supervisor(part: Mapping[str, Any]) -> int:
 
 def clean(run_id: str, docker_host: str) -> int:
     outcome = _cleanup.cleanup(docker_host, run_id=run_id, node=node_name())
-    print("clusterval-clean %s %s" % (node_name(), json.dumps(outcome, sort_keys=True)), flush=True)
+    sys.stdout.write("clusterval-clean %s %s\n" % (node_name(), json.dumps(outcome, sort_keys=True)))
+    sys.stdout.flush()
     return 1 if outcome.get("error") else 0
 
 
