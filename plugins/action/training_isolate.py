@@ -30,6 +30,7 @@ ARGUMENT_SPEC: Dict[str, Any] = {
     "run_timeout": {"type": "float", "default": 3600.0},
     "playbook": {"type": "path"},
     "run_vars": {"type": "dict", "default": {}},
+    "forced_vars": {"type": "dict", "default": {}},
     "fail_on_finding": {"type": "bool", "default": True},
 }
 
@@ -63,8 +64,8 @@ class ActionModule(CollectionAction):
         env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
 
         def argv_for(group):
-            forced = {"training_hosts": ":".join(group["hosts"]), "training_run_dir": group["run_dir"],
-                      "training_run_id": group["run_id"]}
+            forced = dict(args["forced_vars"], training_hosts=":".join(group["hosts"]), training_run_dir=group["run_dir"],
+                          training_run_id=group["run_id"])
             if args["iterations"]:
                 forced["training_iterations"] = args["iterations"]
             return _isolate.subrun_argv(program, playbook, cli, args["run_vars"], forced)

@@ -22,18 +22,20 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "shipments": {"type": "dict", "required": True},
     "settings": {"type": "dict", "default": {}},
     "spec_overrides": {"type": "dict", "default": {}},
+    "host_spec_overrides": {"type": "dict", "default": {}},
     "hf_token_present": {"type": "bool", "default": True},
     "deadline": {"type": "float", "required": True},
 }
 
 
 def node_parts(plan: dict[str, Any], hosts: list[str], shipments: dict[str, Any], overrides: dict[str, Any],
-               token_present: bool, docker_host: str) -> dict[str, Any]:
-    """host -> its container spec and the part its task reads (``_launch_slurm.node_part``)."""
+               token_present: bool, docker_host: str, host_overrides: dict[str, Any]) -> dict[str, Any]:
+    """host -> its container spec and the part its task reads (``_launch_slurm.node_part``); a host's own
+    overrides (a host variable, as on the SSH path) before the run's."""
     parts = {}
     for host in hosts:
         job = (shipments.get(host) or {}).get("container") or {}
-        spec = container_spec(plan, host, overrides, job.get("command"), job.get("extra_volumes") or [],
+        spec = container_spec(plan, host, host_overrides.get(host) or overrides, job.get("command"), job.get("extra_volumes") or [],
                               None, token_present)
         own = node_files(plan, host)
         stop_timeout = int(job.get("stop_timeout") or 10)
@@ -59,7 +61,8 @@ class ActionModule(CollectionAction):
             if missing:
                 raise ConfigError("shipments", "every host's supervisor shipment", "none for %s" % ", ".join(missing))
             parts = node_parts(plan, args["hosts"], args["shipments"], args["spec_overrides"],
-                               args["hf_token_present"], str(settings.get("docker_host") or DEFAULT_HOST))
+                               args["hf_token_present"], str(settings.get("docker_host") or DEFAULT_HOST),
+                               args["host_spec_overrides"])
             status = _run_ship.status_dir(plan["data_cache_dir"], plan["run_id"])
             sources = _run_ship.module_closure(MODULE_UTILS_DIR, start="_slurm_step")
             job = _launch_slurm.job(plan, args["hosts"], parts, settings, sources, status)

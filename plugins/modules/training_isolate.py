@@ -72,6 +72,11 @@ options:
     description: Extra variables of every sub-run, given before the play's own C(-e) (which can change them).
     type: dict
     default: {}
+  forced_vars:
+    description: Extra variables of every sub-run, given after the play's own C(-e) (with its subset, run
+      directory and run id), for example C(slurm_nodes=0) - a subset is exactly its nodes.
+    type: dict
+    default: {}
   fail_on_finding:
     description: Fail the task when the isolation names a node or finds no healthy explanation.
     type: bool

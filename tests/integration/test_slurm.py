@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from test_isolate import slow_node_inventory
 from test_safety import finish
-from test_train_e2e import (JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results, sim_env,
-                            train_argv, training_underway, wait_for)
+from test_train_e2e import (ANSIBLE_PLAYBOOK, JAX_MULTI, REPO, RUN_TIMEOUT_S, assert_no_training_container, results,
+                            sim_env, train_argv, training_underway, wait_for)
 
 pytestmark = pytest.mark.cluster
 
@@ -85,23 +86,94 @@ def sshd_stopped(cluster, hosts):
             cluster.run(host, ["/usr/sbin/sshd", "-f", str(node_dir / "sshd_config"), "-E", str(node_dir / "sshd.log")])
 
 
-def test_a_pass_through_sbatch_and_sacct_shows_the_job(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    with sshd_stopped(slurm, hosts):
-        proc = run_slurm(slurm, tmp_path, hosts)
+def test_a_pass_on_the_nodes_slurm_gave_from_a_reservation_and_sacct_shows_the_job(slurm, tmp_path):
+    """Nodes from the scheduler: Slurm picks 2 free nodes of a reservation, the run is planned on them in the
+    plan's order (the pool's, not Slurm's), never reaches them over SSH, and releases the holding job."""
+    given = slurm.nodes[-2:]
+    pool = list(reversed(slurm.nodes))
+    login("scontrol", "create", "reservation", "ReservationName=pool", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(given), "Users=%s" % slurm.user)
+    try:
+        with sshd_stopped(slurm, given):
+            proc = run_slurm(slurm, tmp_path, pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "pool"})
+    finally:
+        login("scontrol", "delete", "ReservationName=pool", check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     document = results(tmp_path)
     assert document["verdict"] == "PASS", document["headline"]
+    job = json.loads((tmp_path / "plan.json").read_text())["jobs"][0]
+    assert job["hosts"] == pool[:2] == list(reversed(given)), job["hosts"]
+    assert job["coordinator_address"] == slurm.addresses[pool[0]], job
     record = document["scheduler"]
     assert record["launcher"] == "slurm" and record["sacct"]["State"] == "COMPLETED", record
-    assert record["sacct"]["NodeList"] == "node[1-2]" and record["srun_errors"] == {}, record
-    assert record["drain"] == {"argv": [], "run": False}
+    assert record["sacct"]["NodeList"] == "%s[%s-%s]" % (given[0][:-1], given[0][-1], given[1][-1]), record
+    assert record["srun_errors"] == {} and record["drain"] == {"argv": [], "run": False}, record
     accounted = login("sacct", "-j", record["job_id"], "-X", "--parsable2", "--noheader",
                       "--format=JobName,State,Comment").stdout.strip().split("|")
     assert accounted == ["clusterval-%s" % document["run_id"], "COMPLETED",
                          "clusterval.training:run:%s" % document["run_id"]], accounted
-    assert "Slurm | Submit the job" in proc.stdout
-    assert_no_training_container(slurm, hosts)
+    # the holding job: released as soon as the run's job was submitted on its nodes
+    held = holding_jobs()[-1]
+    assert int(held[0]) < int(record["job_id"]) and held[1].startswith("CANCELLED"), held
+    assert "Slurm | Submit the job" in proc.stdout and "Slurm | Release the allocation" in proc.stdout
+    assert_no_training_container(slurm, given)
+    assert no_job_left()
+
+
+def holding_jobs() -> list[list[str]]:
+    """JobID, State of every holding job of the nodes from the scheduler, oldest first."""
+    table = login("sacct", "-X", "--parsable2", "--noheader", "--name=clusterval-allocation",
+                  "--format=JobID,State").stdout
+    return [line.split("|") for line in table.splitlines() if line.strip()]
+
+
+def test_nodes_slurm_gave_outside_the_training_hosts_are_refused_and_released(slurm, tmp_path):
+    """Bad input before anything runs: the nodes Slurm gave must be training hosts of the inventory (here the pool
+    is node1:node2, the reservation holds the other two), and slurm_nodes needs the Slurm launcher."""
+    pool, given = slurm.nodes[:2], slurm.nodes[-2:]
+    login("scontrol", "create", "reservation", "ReservationName=pool", "StartTime=now", "Duration=30",
+          "Nodes=%s" % ",".join(given), "Users=%s" % slurm.user)
+    try:
+        proc = run_slurm(slurm, tmp_path, pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "pool"})
+    finally:
+        login("scontrol", "delete", "ReservationName=pool", check=False)
+    assert proc.returncode != 0
+    assert "slurm_nodes: Slurm gave %s, not in %s of the inventory" % (", ".join(given), ":".join(pool)) \
+        in proc.stdout, proc.stdout[-3000:]
+    assert holding_jobs()[-1][1].startswith("CANCELLED") and "Plan the run" not in proc.stdout
+    assert no_job_left()
+    refused = run_slurm(slurm, tmp_path / "refused", pool, more_vars={"slurm_nodes": 2, "slurm_reservation": "none"})
+    assert refused.returncode != 0 and "slurm_nodes: the allocation failed (no node was tested): sbatch: error: " \
+        in refused.stdout, refused.stdout[-3000:]
+    over_ssh = subprocess.run(train_argv(slurm, JAX_MULTI, tmp_path / "ssh", pool) + ["-e", "slurm_nodes=2"],
+                              cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert over_ssh.returncode != 0 and "found ssh with slurm_nodes=2" in over_ssh.stdout, over_ssh.stdout[-3000:]
+
+
+def test_isolate_runs_its_subsets_as_slurm_jobs_on_the_nodes_slurm_gave(slurm, tmp_path):
+    """isolate.yml under Slurm with slurm_nodes: one allocation for the isolation (released before the first
+    subset), then each subset its own job on exactly its nodes; the slow node follows its node (a host variable of
+    its container, as on the SSH path), whatever its rank in the subset."""
+    if len(slurm.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    a, b, c, d = slurm.nodes[:4]
+    run_dir = tmp_path / "isolation"
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(slurm.inventory), "-i", slow_node_inventory(tmp_path / "slow.json", c),
+            str(REPO / "playbooks" / "isolate.yml"), "-e", f"training_config={JAX_MULTI}", "-e", json.dumps(dict(
+                SLURM, slurm_nodes=4, training_run_dir=str(run_dir), isolate_iterations=6, isolate_max_rounds=1,
+                training_overrides_extra=sim_env(STEP_SECONDS="0.15")))]
+    proc = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=2 * RUN_TIMEOUT_S,
+                          check=False)
+    document = json.loads((run_dir / "isolation.json").read_text())
+    rounds = [[(g["hosts"], g["judgement"]) for g in entry["groups"]] for entry in document["rounds"]]
+    assert rounds == [[([a, b], "healthy"), ([c, d], "slow")]], (rounds, proc.stdout[-3000:])
+    allocation = holding_jobs()[-1]
+    assert allocation[1].startswith("CANCELLED"), allocation
+    for group in document["rounds"][0]["groups"]:
+        record = json.loads((run_dir / "rounds" / group["name"] / "results.json").read_text())["scheduler"]
+        assert record["launcher"] == "slurm" and int(record["job_id"]) > int(allocation[0]), record
+        assert login("scontrol", "show", "hostnames", record["sacct"]["NodeList"]).stdout.split() == group["hosts"]
+    assert_no_training_container(slurm, slurm.nodes[:4])
     assert no_job_left()
 
 
@@ -118,81 +190,81 @@ def test_check_mode_shows_the_job_script_and_submits_nothing(slurm, tmp_path):
     assert_no_training_container(slurm, hosts)
 
 
-def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path(slurm, tmp_path):
+def test_a_crash_on_one_node_of_four_names_that_node_as_on_the_ssh_path_and_drains_it(slurm, tmp_path):
+    """The crash's culprit as on the SSH path, the other nodes' own causes kept; drain (opt-in) rendered and run
+    with the run and the headline as Slurm's reason."""
     if len(slurm.nodes) < 4:
         pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
     hosts = slurm.nodes[:4]
-    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="2"))
-    assert proc.returncode != 0
-    document = results(tmp_path)
-    culprit = document["culprit"]
-    assert culprit["host"] == hosts[2] and culprit["step"] == 2 and "XlaRuntimeError" in culprit["text"], culprit
-    assert sorted(document["consequences"]) == sorted(set(hosts) - {hosts[2]}), document["consequences"]
-    record = document["scheduler"]
-    assert record["srun_errors"][hosts[2]]["exit_code"] == 1, record["srun_errors"]
-    # Drain is opt-in: the exact command is in results.json, not run.
-    drain = record["drain"]
-    assert drain["run"] is False and drain["argv"][:4] == ["scontrol", "update", "NodeName=%s" % hosts[2],
-                                                           "State=DRAIN"], drain
-    assert login("sinfo", "-h", "-n", hosts[2], "-o", "%t").stdout.strip() == "idle"
-    assert_no_training_container(slurm, hosts)
-    assert no_job_left()
-
-
-def test_drain_opt_in_drains_the_culprit_with_the_run_and_the_headline(slurm, tmp_path):
-    hosts = slurm.nodes[:2]
-    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="1"),
+    proc = run_slurm(slurm, tmp_path, hosts, extra=sim_env(CRASH_AT_STEP="3", CRASH_RANK="2"),
                      more_vars={"slurm_drain": True})
     try:
         assert proc.returncode != 0
         document = results(tmp_path)
-        assert document["culprit"]["host"] == hosts[1]
-        assert document["scheduler"]["drain"]["run"] is True
-        state, reason = login("sinfo", "-h", "-n", hosts[1], "-o", "%t|%E").stdout.strip().split("|", 1)
+        culprit = document["culprit"]
+        assert culprit["host"] == hosts[2] and culprit["step"] == 2 and "XlaRuntimeError" in culprit["text"], culprit
+        assert sorted(document["consequences"]) == sorted(set(hosts) - {hosts[2]}), document["consequences"]
+        record = document["scheduler"]
+        assert record["srun_errors"][hosts[2]]["exit_code"] == 1, record["srun_errors"]
+        drain = record["drain"]
+        assert drain["run"] is True and drain["argv"][:4] == ["scontrol", "update", "NodeName=%s" % hosts[2],
+                                                              "State=DRAIN"], drain
+        state, reason = login("sinfo", "-h", "-n", hosts[2], "-o", "%t|%E").stdout.strip().split("|", 1)
         assert state in ("drain", "drng"), state
-        assert reason.startswith("clusterval run %s: FAIL: %s" % (document["run_id"], hosts[1])), reason
+        assert reason.startswith("clusterval run %s: FAIL: %s" % (document["run_id"], hosts[2])), reason
+        assert {login("sinfo", "-h", "-n", host, "-o", "%t").stdout.strip() for host in hosts if host != hosts[2]} \
+            == {"idle"}
     finally:
-        login("scontrol", "update", "NodeName=%s" % hosts[1], "State=RESUME", check=False)
+        login("scontrol", "update", "NodeName=%s" % hosts[2], "State=RESUME", check=False)
     assert_no_training_container(slurm, hosts)
-
-
-def ended_by_slurm(cluster, run_dir, hosts, step_seconds, action) -> dict:
-    """A run whose job Slurm ends while it trains (``action(job_id)`` on the login host): its results."""
-    run = start_slurm(cluster, run_dir, hosts, sim_env(STEP_SECONDS=step_seconds))
-    try:
-        wait_for(lambda: training_underway(run_dir), 120)
-        action(running_job())
-        assert finish(run) != 0
-    finally:
-        finish(run, 5)
-    assert_no_training_container(cluster, hosts)
     assert no_job_left()
-    document = results(run_dir)
-    assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
-    return document
 
 
-def test_scancel_by_someone_else_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "3", lambda job_id: login("scancel", job_id))
-    assert document["run_cause"]["class"] == "cancelled", document["run_cause"]
-    assert document["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
+def job_of(run_dir) -> str:
+    """The id of the run's job, running now."""
+    run_id = json.loads((run_dir / "plan.json").read_text())["run_id"]
+    jobs = login("squeue", "-h", "-t", "RUNNING", "-n", "clusterval-%s" % run_id, "-o", "%i").stdout.split()
+    assert len(jobs) == 1, jobs
+    return jobs[0]
 
 
-def test_a_time_limit_is_the_runs_cause_and_names_no_node(slurm, tmp_path):
-    # An administrator shortens the job's limit to a minute: Slurm ends it within its next check (30 s).
-    document = ended_by_slurm(slurm, tmp_path, slurm.nodes[:2], "15",
-                              lambda job_id: login("scontrol", "update", "JobId=%s" % job_id, "TimeLimit=1"))
-    assert document["run_cause"]["class"] == "time limit", document["run_cause"]
-    assert "JobState=TIMEOUT" in document["run_cause"]["text"]
+def test_scancel_by_someone_else_and_a_time_limit_are_the_runs_causes_and_name_no_node(slurm, tmp_path):
+    """Two runs at once, on two pairs of nodes, each ended by Slurm while it trains: one job cancelled by someone
+    else, the other's limit shortened by an administrator to a minute (Slurm ends it within its next check)."""
+    if len(slurm.nodes) < 4:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    cancelled, timed = tmp_path / "scancel", tmp_path / "time-limit"
+    runs = [start_slurm(slurm, cancelled, slurm.nodes[:2], sim_env(STEP_SECONDS="3")),
+            start_slurm(slurm, timed, slurm.nodes[2:4], sim_env(STEP_SECONDS="15"))]
+    try:
+        for run_dir in (cancelled, timed):
+            wait_for(lambda: training_underway(run_dir), 120)
+        login("scontrol", "update", "JobId=%s" % job_of(timed), "TimeLimit=1")
+        login("scancel", job_of(cancelled))
+        assert [finish(run) != 0 for run in runs] == [True, True]
+    finally:
+        for run in runs:
+            finish(run, 5)
+    assert_no_training_container(slurm, slurm.nodes[:4])
+    assert no_job_left()
+    for run_dir, cause in ((cancelled, "cancelled"), (timed, "time limit")):
+        document = results(run_dir)
+        assert document["culprit"] is None and document["scheduler"]["drain"]["argv"] == [], document["culprit"]
+        assert document["run_cause"]["class"] == cause, document["run_cause"]
+    assert results(cancelled)["headline"].startswith("FAIL: cancelled: the job was cancelled outside this run")
+    assert "JobState=TIMEOUT" in results(timed)["run_cause"]["text"]
 
 
 def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms_reason(slurm, tmp_path):
     hosts = slurm.nodes[:2]
     login("scontrol", "create", "reservation", "ReservationName=maint", "StartTime=now", "Duration=30",
-          "Nodes=%s" % ",".join(hosts), "Users=root", "Flags=maint")
+          "Nodes=%s" % ",".join(slurm.nodes), "Users=root", "Flags=maint")
     try:
         # pending 20 s: four times the stale timeout (5 s here), which would have ended a watched run
         proc = run_slurm(slurm, tmp_path, hosts, more_vars={"slurm_pending_timeout": 20})
+        # nodes from the scheduler: the allocation pends as well, and its limit ends the run before any plan
+        allocating = run_slurm(slurm, tmp_path / "allocation", hosts,
+                               more_vars={"slurm_pending_timeout": 4, "slurm_nodes": 2})
     finally:
         login("scontrol", "delete", "ReservationName=maint", check=False)
     assert proc.returncode != 0
@@ -201,6 +273,10 @@ def test_a_job_pending_on_a_reservation_runs_no_timer_and_its_limit_names_slurms
     cause = document["run_cause"]
     assert cause["class"] == "pending" and "Slurm's reason: ReqNodeNotAvail" in cause["text"], cause
     assert "no node was tested" in cause["text"] and "stale" not in document["headline"]
+    assert allocating.returncode != 0
+    assert ("FAIL: pending: the allocation of 2 nodes pended past the pending limit of 4 s: Slurm's reason: "
+            "ReqNodeNotAvail") in allocating.stdout, allocating.stdout[-3000:]
+    assert holding_jobs()[-1][1].startswith("CANCELLED") and "Plan the run" not in allocating.stdout
     assert no_job_left(), login("squeue").stdout
     assert_no_training_container(slurm, hosts)
 
@@ -245,19 +321,46 @@ def test_a_node_slurm_lost_is_named_with_its_node_fail_and_the_job_is_not_requeu
     slurm.docker(hosts[1], "container", "prune", "-f", "--filter", "label=clusterval.run_id")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signum):
-    hosts = slurm.nodes[:2]
-    run = start_slurm(slurm, tmp_path, hosts, sim_env(STEP_SECONDS="3600"))
+@pytest.mark.parametrize("signums", [(signal.SIGINT, signal.SIGTERM), (signal.SIGKILL,)], ids=["sigint-sigterm", "sigkill"])
+def test_an_interrupted_controller_leaves_no_container_and_no_job(slurm, tmp_path, signums):
+    """Ctrl-C and SIGTERM (two runs at once, on two pairs of nodes), and a killed controller (SIGKILL), which runs no
+    teardown at all: the lease alone stops every supervisor."""
+    pairs = [slurm.nodes[2 * index:2 * index + 2] for index in range(len(signums))]
+    if len(pairs[-1]) < 2:
+        pytest.skip("needs 4 simulated nodes (CLUSTERVAL_SIMCLUSTER_NODES=4)")
+    run_dirs = [tmp_path / signal.Signals(signum).name for signum in signums]
+    runs = [start_slurm(slurm, run_dir, hosts, sim_env(STEP_SECONDS="3600")) for run_dir, hosts in zip(run_dirs, pairs)]
     try:
-        wait_for(lambda: bool(list(tmp_path.glob("watch/*/progress.json"))), 120)
-        run.send_signal(signum)
-        assert finish(run, 120) != 0
+        for run_dir in run_dirs:
+            wait_for(lambda: bool(list(run_dir.glob("watch/*/progress.json"))), 120)
+        for run, signum in zip(runs, signums):
+            run.send_signal(signum)
+        assert [finish(run, 120) != 0 for run in runs] == [True] * len(runs)
     finally:
-        finish(run, 5)
+        for run in runs:
+            finish(run, 5)
     # The lease lapses (train_lease_timeout, 20 s here): every supervisor stops its job, every task ends.
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not no_job_left():
         time.sleep(2)
     assert no_job_left(), login("squeue").stdout
+    assert_no_training_container(slurm, [host for hosts in pairs for host in hosts])
+
+
+@pytest.mark.real
+def test_real_maxtext_passes_through_sbatch_on_two_nodes(slurm, tmp_path):
+    """Real MaxText, JAX and XLA on CPU (the real-framework image) as one sbatch job: jax.distributed joins the two
+    nodes from the environment each task takes by its Slurm node name."""
+    loaded = subprocess.run([str(SIMCLUSTER), "real-image"], capture_output=True, text=True, timeout=1800, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    hosts = slurm.nodes[:2]
+    proc = run_slurm(slurm, tmp_path, hosts, more_vars={"simcluster_real": True})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    document = results(tmp_path)
+    assert document["verdict"] == "PASS" and document["simulated"] is False, document["headline"]
+    assert document["scheduler"]["sacct"]["State"] == "COMPLETED", document["scheduler"]
+    # MaxText's own steps on both nodes, read from their status streams on the shared file system
+    assert any("MaxText's own train.py" in line for line in document["realism"]["real"]), document["realism"]
+    assert document["final_step"] == 11 and document["summary"]["cluster"]["loss_decreased"]["nodes"] == 2
     assert_no_training_container(slurm, hosts)
+    assert no_job_left()
