@@ -191,7 +191,9 @@ TPU_INFO = """TPU Chips
 def test_preflight_counts_a_hosts_chips_with_tpu_info_and_checks_their_arch():
     """tpu-info's chip table (the layout of Google's tool, its chip names as tpu_info/device.py prints them)."""
     tools = [{"path": "/usr/bin/tpu-info", "args": []}]
-    run = lambda argv: subprocess.CompletedProcess(argv, 0, TPU_INFO, "")  # noqa: E731
+
+    def run(argv):
+        return subprocess.CompletedProcess(argv, 0, TPU_INFO, "")
     with mock.patch("os.access", return_value=True):
         checks, report = _probe.gpu_probe(tools, {}, "v6e", 4, run, vendor="tpu")
     assert report["vendor"] == "tpu" and report["arch"] == "v6e" and report["count"] == 4
