@@ -328,9 +328,10 @@ def conclusion(run_dir: str, run_id: str, hosts: List[str]) -> Dict[str, Any]:
     concluded from: what the assert and the guard of an interrupted run judge. Concluded here (once, and saved)
     only where no watch concluded: the per-node watch, a watch stopped before its end."""
     outcome = load_outcome(run_dir, run_id)
-    if not outcome or not outcome.get("concluded"):
+    states = evidence(run_dir, run_id, hosts)[0] if outcome and outcome.get("concluded") else {}
+    if not states:
+        # No watch concluded, or the states it concluded from were never kept (a full disk): concluded here.
         return conclude(run_dir, run_id, hosts)
-    states = evidence(run_dir, run_id, hosts)[0]
     return dict({key: outcome.get(key) for key in ANALYSIS_KEYS}, states=states)
 
 

@@ -87,9 +87,11 @@ def test_a_flag_libtpu_refuses_fails_the_run_naming_the_flag(simcluster, tpu_nod
     assert any("unknown XLA flag xla_tpu_enable_async_collective_fusion_fuse_all_gathr" in w
                for w in plan["warnings"]), plan["warnings"]
     document = results(tmp_path)
+    # libtpu's refusal is the evidence; a node may also print its peers' end (JAX's distributed service, a stream
+    # removed) when the other refused first.
     causes = [c["actual"] for c in document["checks"] if c["check"] == "errors" and c["status"] == "fail"]
-    assert causes and all("Unknown command line flag 'xla_tpu_enable_async_collective_fusion_fuse_all_gathr'"
-                          in str(c) for c in causes), causes
+    assert any("Unknown command line flag 'xla_tpu_enable_async_collective_fusion_fuse_all_gathr'" in str(c)
+               for c in causes), causes
     assert "xla_tpu_enable_async_collective_fusion_fuse_all_gathr" in verdict_line(out), verdict_line(out)
     assert_no_training_container(simcluster, tpu_nodes)
 

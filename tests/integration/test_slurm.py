@@ -147,7 +147,8 @@ def test_nodes_slurm_gave_outside_the_training_hosts_are_refused_and_released(sl
         in refused.stdout, refused.stdout[-3000:]
     over_ssh = subprocess.run(train_argv(slurm, JAX_MULTI, tmp_path / "ssh", pool) + ["-e", "slurm_nodes=2"],
                               cwd=REPO, env=env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    assert over_ssh.returncode != 0 and "found ssh with slurm_nodes=2" in over_ssh.stdout, over_ssh.stdout[-3000:]
+    assert over_ssh.returncode != 0 and "slurm_nodes: expected 0 (the given nodes) with training_launcher ssh, found 2" in \
+        over_ssh.stdout, over_ssh.stdout[-3000:]
 
 
 def test_isolate_runs_its_subsets_as_slurm_jobs_on_the_nodes_slurm_gave(slurm, tmp_path):
