@@ -21,6 +21,10 @@ description:
     paths of the reports.
   - The reports themselves (C(results.json), schema in C(docs/results.md), C(junit.xml), C(report.html)) are
     written by M(clusterval.training.training_results) in the C(results) role, with or without this callback.
+  - One exception, in C(clusterval.training.train) only - when every node became unreachable over SSH, Ansible
+    took each out of the play, its C(rescue) and C(always) included, and no task is left to write the reports; this
+    callback writes them at the playbook's end, naming no node when none answered (the controller's way to them
+    is the suspect), with SSH's own words for each node.
   - Observes only, because a callback cannot fail a play; M(clusterval.training.training_assert) does.
     The metrics reach ansible-runner and AWX through the run-level C(ansible_stats) that
     M(clusterval.training.training_assert) and M(clusterval.training.training_results) return.
@@ -72,7 +76,7 @@ from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible_collections.clusterval.training.plugins.module_utils._console import (
     cluster_line, failure_line, is_cluster_progress, node_line, nodes_summary, verdict_lines)
 from ansible_collections.clusterval.training.plugins.module_utils._report import results_document
-from ansible_collections.clusterval.training.plugins.module_utils._report_guard import spawn
+from ansible_collections.clusterval.training.plugins.module_utils._report_guard import spawn, unreachable_reports
 from ansible_collections.clusterval.training.plugins.module_utils._report_view import headline
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
     INTERRUPT_FILE, final_headline, interrupt_line, record_fabric, run_watch_dir)
@@ -181,6 +185,8 @@ class CallbackModule(CallbackBase):
         self.printed_at = float("-inf")
         self.failures_seen: Set[str] = set()
         self.run_id: Optional[str] = None
+        self.plan: Optional[Dict[str, Any]] = None
+        self.unreachable: Dict[str, Dict[str, str]] = {}  # host -> {task, msg}: Ansible took it out of the play
         self.lease_timeout: Optional[object] = None
         self.teardown_failures: Dict[str, str] = {}
         self.run_dir: Optional[str] = None
@@ -306,6 +312,7 @@ class CallbackModule(CallbackBase):
         self.observe(result)
 
     def v2_runner_on_unreachable(self, result: Any) -> None:
+        self.unreachable[host_name(result)] = {"task": self.task_name, "msg": str(result_data(result).get("msg") or "")}
         self.observe(result)
 
     def observe(self, result: Any) -> None:
@@ -319,14 +326,18 @@ class CallbackModule(CallbackBase):
             self._display.banner("TRAINING VERDICT")
             self._display.display("\n".join(verdict_lines(report_document(data), self.get_option("width"))))
         elif action.endswith(RESULTS) and "paths" in data:
-            self.written = data
-            self.report_paths = dict(data["paths"])
-            if self.verdict is None and data.get("verdict_lines") and not self.stop_shown:
-                # A run that stopped before its verdict: where, and the nodes that stopped it.
-                self.stop_shown = True
-                self._display.banner("TRAINING VERDICT")
-                paths = ("results.json: ", "junit.xml: ", "report.html: ")
-                self._display.display("\n".join(line for line in data["verdict_lines"] if not line.startswith(paths)))
+            self.show_written(data)
+
+    def show_written(self, data: Dict[str, Any]) -> None:
+        """training_results' result (or the callback's own reports of a run that lost every node)."""
+        self.written = data
+        self.report_paths = dict(data["paths"])
+        if self.verdict is None and data.get("verdict_lines") and not self.stop_shown:
+            # A run that stopped before its verdict: where, and the nodes that stopped it.
+            self.stop_shown = True
+            self._display.banner("TRAINING VERDICT")
+            paths = ("results.json: ", "junit.xml: ", "report.html: ")
+            self._display.display("\n".join(line for line in data["verdict_lines"] if not line.startswith(paths)))
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         try:
@@ -341,6 +352,7 @@ class CallbackModule(CallbackBase):
         """The run id and lease timeout (for the interrupt line) and each node's teardown outcome."""
         if action.endswith(PLAN) and isinstance(data.get("plan"), dict):
             self.run_id = data["plan"].get("run_id") or self.run_id
+            self.plan = data["plan"]
             self.lease_timeout = data["plan"].get("lease_timeout", self.lease_timeout)
             self.run_dir = self.given_run_dir or data.get("run_dir") or self.run_dir
             self.guard(data)
@@ -357,7 +369,24 @@ class CallbackModule(CallbackBase):
             else:
                 self.teardown_failures[host] = str(data.get("msg") or "%s teardown failed" % host)
 
+    def report_unreachable(self) -> None:
+        """train.yml lost every node over SSH: no node was left in the play to write the reports."""
+        check = bool((getattr(context, "CLIARGS", None) or {}).get("check"))
+        if self.playbook != "train.yml" or check or self.written is not None or not self.unreachable \
+                or self.plan is None or not self.run_dir:
+            return
+        try:
+            written = unreachable_reports(self.plan, self.run_dir, self.unreachable)
+        except Exception as exc:  # pylint: disable=broad-except  # the run's guard writes them instead
+            self._display.warning("clusterval: the reports of the run were not written: %s" % exc)
+            return
+        document = written["document"]
+        self.show_written({"paths": written["paths"], "headline": document["headline"],
+                           "verdict": document["verdict"], "simulated": bool(document.get("simulated")),
+                           "verdict_lines": verdict_lines(document)})
+
     def v2_playbook_on_stats(self, stats: Any) -> None:
+        self.report_unreachable()
         if self.verdict is None and self.written is None and not self.teardown_failures:
             return
         if self.written is not None:  # training_results' headline has the teardown already

@@ -23,6 +23,7 @@ import time
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible_collections.clusterval.training.plugins.module_utils import _atomic, _room
+from ansible_collections.clusterval.training.plugins.module_utils._hostlist import compact_hosts
 from ansible_collections.clusterval.training.plugins.module_utils._plan_form import node_view
 from ansible_collections.clusterval.training.plugins.module_utils._results import (
     INTERRUPT_FILE, LAUNCHED_FILE, REPORTED_FILE, keep_earlier_run, recorded_fabric, run_watch_dir, stage_of_task)
@@ -222,6 +223,40 @@ def stop_reports(guard: Mapping[str, Any]) -> Dict[str, Any]:
                            stop=stop, stages=stages)
     _room.release_all(run_dir)
     return written
+
+
+def unreachable_reports(plan: Mapping[str, Any], run_dir: str, unreachable: Mapping[str, Mapping[str, Any]]
+                        ) -> Dict[str, Any]:
+    """The reports of a run that lost every node over SSH, written by the controller's callback at the
+    playbook's end: Ansible takes an unreachable node out of the play, its rescue and always included, so no
+    node was left to write them. ``unreachable``: host -> {task, msg} (Ansible's words). When no node answered,
+    none stands out: the controller's way to them is the suspect, and the reports name no node."""
+    from ansible_collections.clusterval.training.plugins.module_utils._controller import reported_run  # pylint: disable=import-outside-toplevel
+    from ansible_collections.clusterval.training.plugins.module_utils._results import stop_and_stages  # pylint: disable=import-outside-toplevel
+    records = {str(host): {"task": str(info.get("task") or ""), "msg": "unreachable (%s)" % ssh_error(info.get("msg")),
+                           "reached": ""} for host, info in unreachable.items()}
+    stop, stages = stop_and_stages(plan, run_dir, None, None, records, [], None)
+    stop = dict(stop or {})
+    planned = sorted(str(host) for host in plan.get("nodes") or {})
+    if len(planned) > 1 and set(planned) <= set(records):
+        stop.update(hosts=[], cause="no node answered over SSH (%s); no node stands out: the controller's way to "
+                                    "them (address, user, key, network) is the first suspect" % compact_hosts(planned))
+    if stop.get("stage") not in ("plan", "preflight"):
+        stop["cause"] = "%s; %s" % (stop.get("cause"), how_nodes_stop(str(stop.get("stage"))))
+    written = reported_run(plan, run_dir, None, stop["cause"], None, extra=None, stop=stop, stages=stages)
+    if written["paths"].get("results.json"):
+        try:
+            mark(run_dir, str(plan.get("run_id") or "run"), REPORTED_FILE, {"time": time.time(), "by": "playbook"})
+        except OSError:
+            pass  # results.json says the run reported itself (``reported``)
+    return written
+
+
+def ssh_error(msg: Any) -> str:
+    """SSH's own words from Ansible's unreachable message (``... reached over ssh: ssh: connect to host ...``)."""
+    text = " ".join(str(msg or "no answer over SSH").split())
+    head, found, tail = text.partition("can be reached over ssh: ")
+    return (tail if found and tail else head).rstrip(".")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -281,11 +284,19 @@ def test_teardown_goes_on_past_an_unreachable_node_and_names_it(simcluster, node
     assert_no_training_container(simcluster, nodes[:2])
 
 
-def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simcluster, nodes, tmp_path, monkeypatch):
+@pytest.fixture
+def fresh_ssh(monkeypatch):
+    """A run that starts on a dead link connects afresh: the SSH ControlMaster an earlier test's run left to the
+    node would wait ServerAliveInterval x ServerAliveCountMax (ansible.cfg) before giving up. A short directory:
+    a socket's path has at most 107 bytes, and pytest's temporary paths under xdist are longer."""
+    directory = tempfile.mkdtemp(prefix="cv-ssh-")
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", directory)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simcluster, nodes, tmp_path, fresh_ssh):
     hosts, lost = nodes[:2], nodes[1]
-    # A run that starts on a dead link connects afresh; the SSH ControlMaster an earlier test's run left to the
-    # node would wait ServerAliveInterval x ServerAliveCountMax (ansible.cfg) before giving up.
-    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "ssh-control"))
     simcluster.run(lost, ["ip", "link", "set", simcluster.ifname, "down"])
     try:
         started = time.monotonic()
@@ -306,3 +317,44 @@ def test_a_node_unreachable_before_the_run_is_named_in_all_three_reports(simclus
     assert "stopped in preflight:" in proc.stdout and f"  {lost}: unreachable" in proc.stdout
     record_timing("a node unreachable before the run reported", elapsed)
     assert_no_training_container(simcluster, hosts)
+
+
+def test_no_node_answering_over_ssh_names_no_node_and_the_playbook_writes_the_reports(
+        simcluster, nodes, tmp_path, fresh_ssh):
+    """A first run with a wrong key or a network down: every node is unreachable, so Ansible takes each out of
+    the play, its rescue and always included. The reports are the playbook's own, before it exits (not a
+    guard's later story of a killed controller), and no node stands out."""
+    hosts = nodes[:2]
+    for host in hosts:
+        simcluster.run(host, ["ip", "link", "set", simcluster.ifname, "down"])
+    try:
+        proc = run_train(simcluster, JAX_MULTI, tmp_path, hosts)
+    finally:
+        for host in hosts:
+            simcluster.run(host, ["ip", "link", "set", simcluster.ifname, "up"], check=False)
+    assert proc.returncode != 0
+    cause = "no node answered over SSH (node[1-2]); no node stands out"
+    assert f"VERDICT: FAIL: stopped in preflight: {cause}" in proc.stdout, proc.stdout[-3000:]
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["headline"].startswith(f"FAIL: stopped in preflight: {cause}")
+    assert document["stop"]["hosts"] == [] and document["culprit"] is None
+    assert document["stop"]["never_started"] == hosts
+    for host in hosts:
+        assert any(line.startswith(f"{host}: unreachable (ssh: connect to host") for line in document["stop"]["lines"])
+    assert 'classname="clusterval.training.run" name="stopped in preflight"' in (tmp_path / "junit.xml").read_text()
+    assert cause in (tmp_path / "report.html").read_text()
+    guard_out = next((tmp_path / "watch").glob("*/guard.out"))
+    wait_for(lambda: not alive_guard(guard_out.parent), 60)
+    assert json.loads((tmp_path / "results.json").read_text())["headline"] == document["headline"], "rewritten"
+    assert_no_training_container(simcluster, hosts)
+
+
+def alive_guard(watch_dir) -> bool:
+    """Whether a process still works in the run's watch directory (the guard's working directory)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "cwd") == str(watch_dir):
+                return True
+        except OSError:
+            continue
+    return False

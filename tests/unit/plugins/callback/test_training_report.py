@@ -4,6 +4,7 @@
 before its collection finder was installed; the integration tests load the callback for real.)"""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -265,3 +266,39 @@ def test_the_fabric_gates_verdict_is_kept_for_the_report_of_an_interrupt(callbac
     fabric = {"failed": False, "msg": "fabric gate PASS on 2 nodes", "lines": []}
     plugin.v2_runner_on_ok(result("ansible.builtin.set_fact", {"ansible_facts": {"fabric_result": fabric}}))
     assert _results.recorded_fabric(str(tmp_path), plan) == fabric
+
+
+def test_a_run_that_lost_every_node_over_ssh_gets_its_reports_from_the_callback_naming_no_node(callback, tmp_path):
+    """Ansible takes an unreachable node out of the play, rescue and always included: with every node gone no
+    task is left to write the reports, so the callback writes them before the playbook exits."""
+    plugin = callback()
+    plugin.playbook = "train.yml"
+    plan = {"run_id": "20261121T101500Z-r1", "config_name": "c", "nodes": {"node1": {}, "node2": {}}}
+    plugin.observe_run("localhost", "clusterval.training.training_plan", {"plan": plan, "run_dir": str(tmp_path)})
+    plugin.task_name = "clusterval.training.preflight : Preflight | What each node has"
+    for host in ("node1", "node2"):
+        plugin.v2_runner_on_unreachable(result("ansible.builtin.command", {"unreachable": True, "msg": (
+            'Task failed: Data could not be sent to remote host "10.0.0.%s". Make sure this host can be reached '
+            'over ssh: ssh: connect to host 10.0.0.%s port 22: Connection timed out' % (host[-1], host[-1]))},
+            host=host))
+    plugin.v2_playbook_on_stats(SimpleNamespace(processed={"node1": 1, "node2": 1},
+                                                summarize=lambda host: {"failures": 0, "unreachable": 1}))
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert document["headline"].startswith("FAIL: stopped in preflight: no node answered over SSH (node[1-2]); "
+                                           "no node stands out")
+    assert document["stop"]["hosts"] == [] and document["culprit"] is None
+    assert "node1: unreachable (ssh: connect to host 10.0.0.1 port 22: Connection timed out)" in document["stop"]["lines"]
+    assert {"junit.xml", "report.html"} <= {p.name for p in tmp_path.iterdir()}
+    verdict = [line for line in plugin._display.lines if line.startswith("VERDICT: ")]
+    assert verdict == ["VERDICT: " + document["headline"]]
+    assert "report.html: %s" % (tmp_path / "report.html") in plugin._display.lines
+    assert (tmp_path / "watch" / plan["run_id"] / "reported.json").is_file(), "the guard has nothing left to do"
+
+
+def test_a_run_whose_nodes_answered_writes_no_reports_from_the_callback(callback, tmp_path):
+    plugin = callback()
+    plugin.playbook = "train.yml"
+    plan = {"run_id": "20261121T101500Z-r1", "nodes": {"node1": {}, "node2": {}}}
+    plugin.observe_run("localhost", "clusterval.training.training_plan", {"plan": plan, "run_dir": str(tmp_path)})
+    plugin.v2_playbook_on_stats(SimpleNamespace(processed={}, summarize=lambda host: {}))
+    assert not (tmp_path / "results.json").exists()

@@ -311,3 +311,22 @@ def test_the_guard_promises_the_lease_before_the_gang_start_too():
     assert _report_guard.how_nodes_stop("training") == "the nodes stop their jobs themselves within the lease timeout"
     assert _report_guard.how_nodes_stop("container start").startswith(
         "every container that started stops itself within the lease timeout")
+
+
+def test_every_node_lost_in_training_names_none_and_says_how_their_jobs_stop(tmp_path):
+    lost = {h: {"task": "clusterval.training.train : Train | Watch the nodes", "msg": "ssh: connect to host %s" % h}
+            for h in HOSTS}
+    written = _report_guard.unreachable_reports(PLAN, str(tmp_path), lost)
+    stop = written["document"]["stop"]
+    assert stop["stage"] == "training" and stop["hosts"] == []
+    assert stop["cause"].startswith("no node answered over SSH (node[1-4]); no node stands out")
+    assert stop["cause"].endswith("the nodes stop their jobs themselves within the lease timeout")
+
+
+def test_the_one_node_of_a_run_lost_over_ssh_is_named_with_sshs_own_words(tmp_path):
+    plan = dict(PLAN, nodes={"node1": {"host": "node1"}})
+    lost = {"node1": {"task": "Preflight | What each node has", "msg": "Task failed: Data could not be sent to remote "
+                      "host \"10.0.0.1\". Make sure this host can be reached over ssh: Permission denied (publickey)."}}
+    stop = _report_guard.unreachable_reports(plan, str(tmp_path), lost)["document"]["stop"]
+    assert stop["hosts"] == ["node1"]
+    assert stop["cause"] == "node1: unreachable (Permission denied (publickey))"
