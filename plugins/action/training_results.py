@@ -72,7 +72,7 @@ class ActionModule(CollectionAction):
                               policy, args["fabric"])
         stop, stages = _results.stop_and_stages(
             plan, run_dir, args["verdict"], args["stop_reason"], _results.host_records(args["failed_tasks"], args["failures"], args["reached"]),
-            None, args["teardown"], fabric_ran=bool(args["fabric"]) and not args["fabric"].get("not_run"))
+            None, args["teardown"], fabric=args["fabric"])
         written = reported_run(plan, run_dir, args["verdict"], args["stop_reason"], args["teardown"],
                                args["seconds"], sections(args), stop, stages)
         document = written["document"]

@@ -106,25 +106,26 @@ def left_the_play(planned: Sequence[str], hosts: Mapping[str, Any]) -> List[str]
 
 def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Optional[Sequence[str]],
                  reason: Optional[str], started: Sequence[str] = (), interrupted: Optional[str] = None,
-                 stage: Optional[str] = None) -> Dict[str, Any]:
+                 stage: Optional[str] = None, gate: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Where a run stopped before its verdict, from what the playbook knows of each node.
 
     ``hosts``: host -> {task, msg, reached} (``host_records``); ``active``: the hosts still in the play, when
     known (else a node without any record left the play); ``started``: the nodes whose training started (the
     watch's states); ``interrupted``: the signal or words of the controller's stop; ``stage``: the stage when
     the caller knows it. Returns {stage, cause, hosts (the nodes that stopped it), never_started, lines,
-    interrupted}."""
+    interrupted}. ``gate``: the fabric gate's verdict, whose FAIL is the gate's, not the node it ran from."""
     planned = sorted((str(h) for h in plan.get("nodes") or {}), key=natural_key)
     own = own_failures(hosts)
+    gate_lines, gate_nodes = gate_failure(own, gate)
     if active is not None:
         gone = [h for h in planned if h not in set(active) and h not in own]
     else:
         gone = [h for h in left_the_play(planned, hosts) if h not in own]
     lines = ["%s: unreachable (out of the play before the run's end: no answer over SSH)" % h for h in gone]
-    lines += [own[h]["msg"] if names(own[h]["msg"], h) else "%s: %s" % (h, own[h]["msg"])
-              for h in sorted(own, key=natural_key)]
-    where = stage or stage_from_records(hosts, own)
-    culprits = sorted(set(gone) | set(own), key=natural_key)
+    lines += gate_lines + [own[h]["msg"] if names(own[h]["msg"], h) else "%s: %s" % (h, own[h]["msg"])
+                           for h in sorted(own, key=natural_key)]
+    where = stage or ("fabric" if gate_lines and not own else stage_from_records(hosts, own))
+    culprits = sorted(set(gone) | set(own) | set(gate_nodes), key=natural_key)
     if interrupted:
         where = where or "an unknown stage"
         cause = "the controller was interrupted (%s) in %s" % (interrupted, where)
@@ -140,6 +141,20 @@ def stop_section(plan: Mapping[str, Any], hosts: Mapping[str, Any], active: Opti
     never = [h for h in planned if h not in set(started)]
     return {"stage": where or "an unknown stage", "cause": cause, "hosts": culprits, "never_started": never,
             "lines": lines, "interrupted": interrupted}
+
+
+def gate_failure(own: Dict[str, Dict[str, str]], gate: Optional[Mapping[str, Any]]) -> Tuple[List[str], List[str]]:
+    """The fabric gate's FAIL, recorded on the node its verdict ran from (run_once), taken out of ``own``: its
+    line once, and the nodes the gate itself named (none when it singled none out)."""
+    msg = str((gate or {}).get("msg") or "").strip() if (gate or {}).get("failed") else ""
+    carriers = [host for host, failure in own.items() if msg and failure["msg"] == msg]
+    if not carriers:
+        return [], []
+    for host in carriers:
+        own.pop(host)
+    named = [str(n.get("name")) for n in (gate or {}).get("named") or []
+             if isinstance(n, dict) and n.get("kind") == "node"]
+    return [msg], named
 
 
 # The busy check's line (``_runlock.busy_detail``): `node3 is busy with run <id> (started ...): ...`.
@@ -375,16 +390,19 @@ def host_records(failed_tasks: Optional[Mapping[str, Any]], failures: Optional[M
 
 def stop_and_stages(plan: Mapping[str, Any], run_dir: str, verdict: Optional[Mapping[str, Any]],
                     stop_reason: Optional[str], hosts: Mapping[str, Any], active: Optional[Sequence[str]],
-                    teardown: Optional[Mapping[str, Any]], fabric_ran: bool = False, interrupted: Optional[str] = None,
-                    stage: Optional[str] = None) -> Tuple[Optional[Dict[str, Any]], List[Dict[str, Any]]]:
+                    teardown: Optional[Mapping[str, Any]], fabric: Optional[Mapping[str, Any]] = None,
+                    interrupted: Optional[str] = None, stage: Optional[str] = None
+                    ) -> Tuple[Optional[Dict[str, Any]], List[Dict[str, Any]]]:
     """The stop section (None for a run judged to its end) and the timeline, from the playbook's records, the
-    verdict (None: not judged) and the run directory (the fabric gate's record, when the playbook gave none)."""
+    verdict (None: not judged), the fabric gate's verdict and the run directory (the gate's record, when the
+    playbook gave none)."""
     judged = bool(verdict and verdict.get("verdict"))
     interrupted = interrupted or interruption(run_dir, plan)
+    gate = fabric or recorded_fabric(run_dir, plan)
     stop = None
     if not judged or interrupted:
-        stop = stop_section(plan, hosts, active, stop_reason, started_hosts(run_dir, plan), interrupted, stage)
-    fabric_ran = fabric_ran or gate_ran(recorded_fabric(run_dir, plan))
+        stop = stop_section(plan, hosts, active, stop_reason, started_hosts(run_dir, plan), interrupted, stage, gate)
+    fabric_ran = gate_ran(gate)
     return stop, timeline(plan, stop, known_times(run_dir, plan), judged and not interrupted, teardown, fabric_ran,
                           failed_stage(verdict))
 

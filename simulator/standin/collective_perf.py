@@ -68,11 +68,17 @@ class Link:
             sock.close()
 
 
-def connect_ring(listen_host, listen_port, next_host, next_port, deadline):
+def listener(host, port):
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((listen_host, listen_port))
+    server.bind((host, port))
     server.listen(1)
+    return server
+
+
+def connect_ring(server, next_host, next_port, deadline):
+    """This rank's link in the ring: the previous rank connects to ``server`` (already listening), this rank to
+    the next one."""
     server.settimeout(max(deadline - time.monotonic(), 0.1))
     result = {}
 
@@ -117,18 +123,15 @@ def measure(link, nranks, steps_of, sizes, iters, warmup):
 
 
 def local_ring(ngpus, steps_of, sizes, iters, warmup, deadline):
-    """A node alone: its -g ranks in threads, a ring over loopback; rank 0's times."""
-    ports = []
-    for dummy in range(ngpus):
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        ports.append(probe.getsockname()[1])
-        probe.close()
+    """A node alone: its -g ranks in threads, a ring over loopback; rank 0's times. Every rank listens before
+    any connects: a port chosen free and bound later could meanwhile be another rank's outgoing one."""
+    servers = [listener("127.0.0.1", 0) for dummy in range(ngpus)]
+    ports = [server.getsockname()[1] for server in servers]
     results, errors = {}, []
 
     def rank(index):
         try:
-            link = connect_ring("127.0.0.1", ports[index], "127.0.0.1", ports[(index + 1) % ngpus], deadline)
+            link = connect_ring(servers[index], "127.0.0.1", ports[(index + 1) % ngpus], deadline)
             results[index] = measure(link, ngpus, steps_of, sizes, iters, warmup)
             link.close()
         except OSError as exc:
@@ -179,7 +182,7 @@ def main():
     ring = nranks if nranks > 1 else args.ngpus
     try:
         if nranks > 1:
-            link = connect_ring("0.0.0.0", port, peers[(rank + 1) % nranks], port, deadline)
+            link = connect_ring(listener("0.0.0.0", port), peers[(rank + 1) % nranks], port, deadline)
             times = measure(link, nranks, steps_of, sizes, args.iters, args.warmup_iters)
             link.close()
         elif args.ngpus > 1:

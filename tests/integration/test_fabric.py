@@ -59,8 +59,12 @@ def test_a_throttled_link_is_named_before_any_training_container(simcluster, fou
     assert_no_training_container(simcluster, four_nodes)
     for node in four_nodes:
         assert benchmark_processes(simcluster, node) == []
-    fabric = results(tmp_path)["fabric"]
+    document = results(tmp_path)
+    fabric = document["fabric"]
     assert [(n["kind"], n["name"]) for n in fabric["named"]] == [("node", slow)]
+    # The gate's verdict, never the first node it ran from.
+    assert document["stop"]["hosts"] == [slow], document["stop"]
+    assert document["headline"].startswith("FAIL: stopped in fabric: fabric gate FAIL: %s is slow" % slow)
     assert fabric["simulated"] is True
     assert [r["name"] for r in fabric["rounds"]] == ["alone", "all", "pairs-1", "pairs-2"]
     row = fabric["matrix"]["busbw"][slow]

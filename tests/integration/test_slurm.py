@@ -115,6 +115,7 @@ def test_a_pass_on_the_nodes_slurm_gave_from_a_reservation_and_sacct_shows_the_j
     # the holding job: released as soon as the run's job was submitted on its nodes
     held = holding_jobs()[-1]
     assert int(held[0]) < int(record["job_id"]) and held[1].startswith("CANCELLED"), held
+    assert record["allocation"] == {"job_id": held[0], "nodes": pool[:2]}, record
     assert "Slurm | Submit the job" in proc.stdout and "Slurm | Release the allocation" in proc.stdout
     assert_no_training_container(slurm, given)
     assert no_job_left()

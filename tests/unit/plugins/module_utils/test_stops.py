@@ -330,3 +330,20 @@ def test_the_one_node_of_a_run_lost_over_ssh_is_named_with_sshs_own_words(tmp_pa
     stop = _report_guard.unreachable_reports(plan, str(tmp_path), lost)["document"]["stop"]
     assert stop["hosts"] == ["node1"]
     assert stop["cause"] == "node1: unreachable (Permission denied (publickey))"
+
+
+GATE_FAIL = "fabric gate FAIL: node3 alone: exit status 1, no bus bandwidth in its output"
+
+
+@pytest.mark.parametrize("named, culprits", [([{"kind": "node", "name": "node3", "evidence": "node3 alone: ..."}],
+                                              ["node3"]),
+                                             ([], [])], ids=["node-named", "none-named"])
+def test_the_fabric_gates_fail_is_the_gates_never_the_node_its_verdict_ran_from(tmp_path, named, culprits):
+    """The gate's verdict task runs once, on the first node: node1 carries the failure, node3 is the one named."""
+    hosts = echoes(["node2", "node3", "node4"], reached="fabric")
+    hosts.update(records({"node1": "clusterval.training.fabric : Fabric | Verdict"}, {"node1": GATE_FAIL},
+                         {"node1": "fabric"}))
+    gate = {"failed": True, "msg": GATE_FAIL, "named": named, "rounds": [{"name": "alone"}]}
+    stop = _results.stop_and_stages(PLAN, str(tmp_path), None, ECHO, hosts, None, None, fabric=gate)[0]
+    assert stop["stage"] == "fabric" and stop["hosts"] == culprits
+    assert stop["cause"] == GATE_FAIL and stop["lines"] == [GATE_FAIL]
