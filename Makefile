@@ -25,7 +25,7 @@ unit:
 # through ansible_facts or a registered result.
 # 4 simulated nodes: the silent-failure, fabric and node-health cases need them. Two pytest-xdist workers by
 # default, each with a cluster of its own (tests/integration/conftest.py), a test file each at a time: on 2 cores
-# about 32 minutes instead of 54 on one. CLUSTERVAL_TEST_WORKERS=0: one session, one cluster.
+# 28 to 32 minutes instead of 54 on one. CLUSTERVAL_TEST_WORKERS=0: one session, one cluster.
 integration:
 	ANSIBLE_INJECT_FACT_VARS=False CLUSTERVAL_REQUIRE_CLUSTER=1 CLUSTERVAL_SIMCLUSTER_NODES=$${CLUSTERVAL_SIMCLUSTER_NODES:-4} \
 	  pytest -q -n $${CLUSTERVAL_TEST_WORKERS:-2} --dist loadfile tests/integration
